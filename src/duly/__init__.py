@@ -1,0 +1,1 @@
+"""duly: background jobs that are never lost."""

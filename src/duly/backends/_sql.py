@@ -1,0 +1,55 @@
+"""Shared by the SQL backends: named queries and versioned migrations kept in ``.sql`` files.
+
+A query file holds blocks that each start with a line ``-- name: <query_name>``; everything up to
+the next such line is that query. Migrations are files ``migrations/NNNN_<title>.sql`` applied in
+order of NNNN, each recorded in a version table by the backend's own runner.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+__all__ = ["Migration", "load_migrations", "load_queries"]
+
+_NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+_MIGRATION = re.compile(r"^(\d{4})_(\w+)\.sql$")
+
+
+def load_queries(package: str, filename: str = "queries.sql") -> dict[str, str]:
+    """Parse ``filename`` in ``package`` into ``{name: sql}``."""
+    text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
+    parts = _NAME.split(text)
+    queries: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in queries:
+            raise ValueError(f"{package}/{filename}: query {name!r} defined twice")
+        queries[name] = body.strip()
+    return queries
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One schema migration file."""
+
+    version: int
+    title: str
+    sql: str
+
+
+def load_migrations(package: str) -> list[Migration]:
+    """All migrations under ``package``/migrations, in version order (gaps are an error)."""
+    folder = resources.files(package).joinpath("migrations")
+    found = []
+    for entry in folder.iterdir():
+        match = _MIGRATION.match(entry.name)
+        if match:
+            found.append(
+                Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8"))
+            )
+    found.sort(key=lambda m: m.version)
+    for expected, migration in enumerate(found, start=1):
+        if migration.version != expected:
+            raise ValueError(f"{package}: migration {expected:04d} is missing")
+    return found

@@ -1,0 +1,175 @@
+"""The one backend protocol every storage (SQLite, Redis, PostgreSQL) implements.
+
+Every method that changes state is one atomic step in the backend (a Lua script, or one SQL
+transaction): two workers and a crash between any two lines must never lose a job nor hand one
+job to two workers. The worker algorithms (retries, leases, recovery cadence, retention) live in
+``duly.worker`` and are written once on top of this protocol.
+
+Time: every ``now`` comes from the caller's clock (POSIX seconds). Backends never read the
+system clock for job state, so a test can drive time and all backends agree.
+
+Errors: a backend that cannot be reached raises ``duly.BackendUnavailable`` (chained to the
+driver's exception); any other failure is a bug and may raise what it likes.
+
+Ordering of a queue: higher ``priority`` first; within one priority, jobs handed back (recovered
+orphans and graceful-shutdown releases) first, then by ``enqueued_at``/id (FIFO).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from duly.records import (
+    EnqueueResult,
+    JobFilter,
+    JobRecord,
+    NewJob,
+    Outcome,
+    QueueStats,
+    Recovered,
+    StatRow,
+    WorkerRecord,
+)
+
+__all__ = ["Backend"]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Storage for jobs. One instance belongs to one event loop (it may hold async clients)."""
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def open(self) -> None:
+        """Connect, load scripts / apply migrations. Idempotent. Raises BackendUnavailable."""
+
+    async def close(self) -> None:
+        """Release connections. Idempotent."""
+
+    async def ping(self) -> None:
+        """Round-trip to the server; raise BackendUnavailable if it does not answer."""
+
+    async def drop(self) -> None:
+        """Delete everything this backend stored under its namespace (tests, resets)."""
+
+    # -- producing -------------------------------------------------------------------------
+    async def enqueue(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
+        """Store a batch in one round trip and wake idle workers of the affected queues.
+
+        A job whose ``scheduled_for > enqueued_at`` is ``scheduled`` (in the due index, never
+        scanned before it is due); else ``queued``. A job with a ``key`` joins that key's index.
+        Returns one result per input, in order.
+        """
+        ...
+
+    # -- consuming -------------------------------------------------------------------------
+    async def claim(
+        self, worker: str, queues: Sequence[str], limit: int, now: float, lease_until: float
+    ) -> list[JobRecord]:
+        """Atomically take up to ``limit`` queued jobs, trying ``queues`` in the given order.
+
+        Each claimed job becomes ``running`` with ``attempts + 1``, ``started_at = now``,
+        ``worker``, ``lease_until``; ``finished_at``/``result`` are cleared. Returned records
+        show the new state.
+        """
+        ...
+
+    async def heartbeat(
+        self, worker: str, job_ids: Sequence[str], now: float, lease_until: float
+    ) -> list[str]:
+        """Record the worker alive and extend the leases of its running jobs.
+
+        Returns the ids among ``job_ids`` that are no longer running under this worker
+        (recovered after a lapsed lease, cancelled, or gone): the worker should stop them.
+        """
+        ...
+
+    async def finish(self, worker: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
+        """Apply a batch of run outcomes in one round trip (see ``Outcome`` for each kind).
+
+        An outcome applies only if its job is still ``running`` under ``worker``; otherwise it
+        is dropped (the job was recovered or cancelled) and its flag is False. Applied outcomes
+        bump the per-minute counters: succeeded, failed, retry -> retried.
+        """
+        ...
+
+    async def promote_due(self, now: float, limit: int) -> tuple[int, float | None]:
+        """Move up to ``limit`` scheduled/retrying jobs with ``scheduled_for <= now`` to queued.
+
+        Cost depends on the number due, never on the number not yet due. Returns how many
+        moved and the earliest ``scheduled_for`` still pending (or None).
+        """
+        ...
+
+    async def recover(
+        self, now: float, max_lost: int, limit: int, failed_expire_at: float
+    ) -> list[Recovered]:
+        """Find running jobs whose lease lapsed before ``now`` and recover each exactly once.
+
+        Each one gets ``lost + 1``. Below ``max_lost`` it goes back to the head of its queue
+        (``queued``, worker cleared, ``attempts`` kept so the lost run shows). At ``max_lost`` it
+        is quarantined: ``failed`` with an error ``{"type": "LostWorker", "message": "lost its
+        worker N times"}`` appended to its history, counted as a failure, deleted at
+        ``failed_expire_at``. Two processes calling this at once never recover a job twice.
+        """
+        ...
+
+    async def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
+        """Return soon after a job may have become claimable in ``queues``, or after ``timeout``.
+
+        Best effort: a spurious wake-up is fine, a missed one costs at most ``timeout``.
+        """
+        ...
+
+    # -- workers ---------------------------------------------------------------------------
+    async def register_worker(self, worker: str, now: float, info: dict[str, object]) -> None:
+        """Announce a worker process (host, pid, queues, concurrency...)."""
+
+    async def unregister_worker(self, worker: str) -> None:
+        """Remove a worker that stopped cleanly."""
+
+    async def workers(self) -> list[WorkerRecord]:
+        """Registered workers, with the time each was last seen (by heartbeat)."""
+        ...
+
+    # -- operator actions ------------------------------------------------------------------
+    async def cancel(self, job_id: str, now: float, expire_at: float) -> bool:
+        """Cancel a scheduled, queued, retrying or running job; False if finished or unknown.
+
+        A running job is marked ``cancelled`` at once; its worker learns it at the next
+        heartbeat, and the run's outcome is dropped.
+        """
+        ...
+
+    async def retry(self, job_id: str, now: float) -> bool:
+        """Re-queue a ``failed`` or ``cancelled`` job with fresh attempts; False otherwise.
+
+        ``attempts`` and ``lost`` reset to 0, ``finished_at``/``result``/``expire_at`` cleared,
+        the error history kept.
+        """
+        ...
+
+    async def purge(self, now: float, limit: int) -> int:
+        """Delete up to ``limit`` finished jobs with ``expire_at <= now`` (and their index
+        entries) plus counter buckets older than 24 h. Returns how many jobs were deleted."""
+        ...
+
+    # -- introspection ---------------------------------------------------------------------
+    async def get_job(self, job_id: str) -> JobRecord | None:
+        """One job by id, or None."""
+        ...
+
+    async def list_jobs(self, where: JobFilter, limit: int) -> list[JobRecord]:
+        """Jobs matching every set field of ``where``, newest first (by id), at most ``limit``.
+
+        With ``key`` set, reads only that key's index (never scans other jobs).
+        """
+        ...
+
+    async def queue_stats(self) -> list[QueueStats]:
+        """Every known queue with its counts, sorted by name."""
+        ...
+
+    async def stats(self, since: float) -> list[StatRow]:
+        """Per-minute outcome counters for minutes starting at or after ``since``."""
+        ...

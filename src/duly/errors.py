@@ -1,0 +1,85 @@
+"""Every error duly raises, under one root.
+
+::
+
+    DulyError
+    ├── BackendUnavailable      the backend could not be reached (enqueue, lookups, the worker)
+    ├── ConfigurationError      a bad URL, a missing extra, an invalid option
+    ├── PayloadError            arguments that cannot be stored
+    │   ├── SerializationError  (also a TypeError) an argument is not JSON-serializable
+    │   └── PayloadTooLarge     (also a ValueError) the encoded arguments exceed the size limit
+    ├── TaskNotFound            a worker was given a task name it does not know
+    ├── JobNotFound             a lookup or action on an id that does not exist
+    └── JobTimeout              (also a TimeoutError) a job ran past its ``timeout``
+
+Control-flow exceptions raised *inside* tasks (not errors):
+
+    Retry(after=...)            reschedule this job without charging an attempt
+
+Each class's docstring is its default message, so ``raise BackendUnavailable()`` still says
+something useful.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendUnavailable",
+    "ConfigurationError",
+    "DulyError",
+    "JobNotFound",
+    "JobTimeout",
+    "PayloadError",
+    "PayloadTooLarge",
+    "Retry",
+    "SerializationError",
+    "TaskNotFound",
+]
+
+
+class DulyError(Exception):
+    """A duly error."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class BackendUnavailable(DulyError):
+    """The job backend could not be reached; nothing was written."""
+
+
+class ConfigurationError(DulyError):
+    """duly is configured wrongly."""
+
+
+class PayloadError(DulyError):
+    """The job's arguments cannot be stored."""
+
+
+class SerializationError(PayloadError, TypeError):
+    """An argument is not JSON-serializable."""
+
+
+class PayloadTooLarge(PayloadError, ValueError):
+    """The encoded arguments exceed the payload size limit."""
+
+
+class TaskNotFound(DulyError):
+    """unknown task"""
+
+
+class JobNotFound(DulyError):
+    """No job has this id (it never existed, or retention removed it)."""
+
+
+class JobTimeout(DulyError, TimeoutError):
+    """The job ran past its timeout."""
+
+
+class Retry(Exception):  # noqa: N818 - a control-flow signal, named as users write it
+    """Raise inside a task to run it again later without charging an attempt."""
+
+    def __init__(self, after: float = 0.0) -> None:
+        if after < 0:
+            raise ValueError("Retry(after=...) must be >= 0 seconds")
+        super().__init__(f"retry in {after:g}s")
+        self.after = float(after)

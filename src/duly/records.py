@@ -1,0 +1,166 @@
+"""The records that cross the backend boundary.
+
+Backends store and return these plain values; they never decode payloads, results or errors
+(those stay JSON bytes) and never look at task code. Times are POSIX seconds (float) taken from
+the caller's clock, so a test can replace the clock and every backend agrees on "now".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+__all__ = [
+    "ACTIVE_STATUSES",
+    "FINISHED_STATUSES",
+    "STATUSES",
+    "EnqueueResult",
+    "JobFilter",
+    "JobRecord",
+    "JobStatus",
+    "NewJob",
+    "Outcome",
+    "OutcomeKind",
+    "QueueStats",
+    "Recovered",
+    "StatRow",
+    "WorkerRecord",
+]
+
+JobStatus = Literal[
+    "scheduled", "queued", "running", "retrying", "succeeded", "failed", "cancelled"
+]
+STATUSES: Final[tuple[JobStatus, ...]] = (
+    "scheduled",
+    "queued",
+    "running",
+    "retrying",
+    "succeeded",
+    "failed",
+    "cancelled",
+)
+#: A job in one of these states will still run (or is running).
+ACTIVE_STATUSES: Final[frozenset[str]] = frozenset({"scheduled", "queued", "running", "retrying"})
+#: A job in one of these states has reached an outcome; retention will delete it.
+FINISHED_STATUSES: Final[frozenset[str]] = frozenset({"succeeded", "failed", "cancelled"})
+
+OutcomeKind = Literal["succeeded", "failed", "retry", "release"]
+
+
+@dataclass(slots=True)
+class NewJob:
+    """A job to store. ``scheduled_for > enqueued_at`` makes it ``scheduled``, else ``queued``."""
+
+    id: str
+    task: str
+    queue: str
+    payload: bytes
+    max_attempts: int
+    key: str | None
+    priority: int
+    enqueued_at: float
+    scheduled_for: float
+
+
+@dataclass(slots=True)
+class EnqueueResult:
+    """What ``Backend.enqueue`` did with one ``NewJob``: its id, or an existing job's id."""
+
+    id: str
+    deduplicated: bool = False
+
+
+@dataclass(slots=True)
+class JobRecord:
+    """A stored job, as every backend returns it."""
+
+    id: str
+    task: str
+    queue: str
+    payload: bytes
+    status: str
+    attempts: int
+    max_attempts: int
+    key: str | None
+    priority: int
+    enqueued_at: float
+    scheduled_for: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    result: bytes | None = None
+    #: JSON list of ``{"type", "message", "traceback", "at", "attempt"}``, oldest first.
+    errors: bytes | None = None
+    worker: str | None = None
+    lease_until: float | None = None
+    #: How many runs of this job were lost with their worker.
+    lost: int = 0
+    expire_at: float | None = None
+
+
+@dataclass(slots=True)
+class Outcome:
+    """How one claimed run ended. Applied only while the job is still ``running`` under ``worker``.
+
+    - ``succeeded``: store ``result``; retention deletes the job at ``expire_at``.
+    - ``failed``: store ``errors`` (the whole history); deleted at ``expire_at``.
+    - ``retry``: store ``errors``; status ``retrying`` until ``run_at``.
+    - ``release``: hand the job back without charging the attempt (``attempts - 1``): ``queued``
+      at the head of its queue if ``run_at <= now``, else ``scheduled`` for ``run_at``.
+    """
+
+    job_id: str
+    kind: OutcomeKind
+    result: bytes | None = None
+    errors: bytes | None = None
+    run_at: float | None = None
+    expire_at: float | None = None
+
+
+@dataclass(slots=True)
+class Recovered:
+    """One orphaned job found by ``Backend.recover``: put back in its queue, or quarantined."""
+
+    id: str
+    requeued: bool
+
+
+@dataclass(slots=True)
+class JobFilter:
+    """Which jobs ``Backend.list_jobs`` returns; ``None`` means any."""
+
+    key: str | None = None
+    status: str | None = None
+    task: str | None = None
+    queue: str | None = None
+
+
+@dataclass(slots=True)
+class QueueStats:
+    """Counts of one queue's jobs by state (``scheduled`` includes ``retrying``)."""
+
+    name: str
+    queued: int = 0
+    scheduled: int = 0
+    running: int = 0
+
+
+@dataclass(slots=True)
+class StatRow:
+    """Outcomes counted in one minute for one task on one queue."""
+
+    minute: int  # POSIX seconds // 60
+    task: str
+    queue: str
+    succeeded: int = 0
+    failed: int = 0
+    retried: int = 0
+
+
+@dataclass(slots=True)
+class WorkerRecord:
+    """A worker process as registered in the backend."""
+
+    id: str
+    started_at: float
+    last_seen: float
+    info: dict[str, object] = field(default_factory=dict)
