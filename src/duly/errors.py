@@ -75,7 +75,7 @@ class JobTimeout(DulyError, TimeoutError):
     """The job ran past its timeout."""
 
 
-class Retry(Exception):  # noqa: N818 - a control-flow signal, named as users write it
+class Retry(Exception):
     """Raise inside a task to run it again later without charging an attempt."""
 
     def __init__(self, after: float = 0.0) -> None:

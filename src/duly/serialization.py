@@ -46,8 +46,7 @@ def encode_payload(
         payload = _encoder.encode({"args": args, "kwargs": kwargs})
     except (TypeError, ValueError, OverflowError) as exc:
         raise SerializationError(
-            f"cannot enqueue {task}: {_bad_argument(args, kwargs)} is not JSON-serializable "
-            f"({exc})"
+            f"cannot enqueue {task}: {_bad_argument(args, kwargs)} is not JSON-serializable ({exc})"
         ) from exc
     if len(payload) > max_bytes:
         raise PayloadTooLarge(
@@ -68,7 +67,7 @@ def decode_payload(payload: bytes) -> tuple[list[Any], dict[str, Any]]:
         or not isinstance(value.get("args"), list)
         or not isinstance(value.get("kwargs"), dict)
     ):
-        raise ValueError("corrupt job payload: expected {\"args\": [...], \"kwargs\": {...}}")
+        raise ValueError('corrupt job payload: expected {"args": [...], "kwargs": {...}}')
     return value["args"], value["kwargs"]
 
 

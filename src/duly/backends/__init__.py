@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, urlsplit, urlunsplit
+from urllib.parse import parse_qs, urlsplit
 
 from duly.backends.base import Backend
 from duly.errors import ConfigurationError
@@ -16,11 +16,13 @@ _EXTRA_HINT = "install it with: pip install 'duly[{extra}]'"
 
 def split_url(url: str) -> tuple[str, str | None]:
     """Return ``url`` without its ``namespace=`` query parameter, and that parameter."""
-    parts = urlsplit(url)
-    query = parse_qs(parts.query, keep_blank_values=True)
-    namespace = query.pop("namespace", [None])[-1]
-    rest = "&".join(f"{k}={v}" for k, values in query.items() for v in values)
-    return urlunsplit(parts._replace(query=rest)), namespace
+    base, sep, query = url.partition("?")
+    if not sep:
+        return url, None
+    params = parse_qs(query, keep_blank_values=True)
+    namespace = params.pop("namespace", [None])[-1]
+    rest = "&".join(f"{k}={v}" for k, values in params.items() for v in values)
+    return (f"{base}?{rest}" if rest else base), namespace
 
 
 def backend_from_url(url: str, namespace: str = "duly") -> Backend:

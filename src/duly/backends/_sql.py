@@ -45,9 +45,7 @@ def load_migrations(package: str) -> list[Migration]:
     for entry in folder.iterdir():
         match = _MIGRATION.match(entry.name)
         if match:
-            found.append(
-                Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8"))
-            )
+            found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
     found.sort(key=lambda m: m.version)
     for expected, migration in enumerate(found, start=1):
         if migration.version != expected:

@@ -1,0 +1,5 @@
+"""``python -m duly`` = the ``duly`` command."""
+
+from duly.cli import main
+
+main()

@@ -1,0 +1,403 @@
+"""App: the task registry bound to one backend URL, and every sync/async entry point."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import sys
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+
+from duly.backends import DEFAULT_URL, Backend, backend_from_url
+from duly.clock import Clock, SystemClock
+from duly.errors import ConfigurationError
+from duly.job import Job, JobInfo
+from duly.portal import Portal
+from duly.records import STATUSES, JobFilter, NewJob, QueueStats, StatRow, WorkerRecord
+from duly.retry import Backoff
+from duly.task import Signature, Task, TaskConfig, build_all, seconds
+
+if TYPE_CHECKING:
+    from duly.worker import Worker
+
+__all__ = ["App", "FailureCallback"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+#: ``callback(job, error)``: a job failed for good. May be sync or async.
+FailureCallback = Callable[[JobInfo, BaseException], Awaitable[None] | None]
+
+DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+DEFAULT_RETENTION = timedelta(hours=24)
+DEFAULT_FAILED_RETENTION = timedelta(days=7)
+
+
+def _default_task_name(fn: Callable[..., Any]) -> str:
+    """``module.qualname``; a script run as ``__main__`` is named after its file, so that the
+    worker (which imports it by module name) finds the same task."""
+    module = getattr(fn, "__module__", None) or "__main__"
+    if module == "__main__":
+        main = sys.modules.get("__main__")
+        spec = getattr(main, "__spec__", None)
+        if spec is not None and spec.name:
+            module = spec.name
+        elif main is not None and getattr(main, "__file__", None):
+            module = Path(main.__file__ or "main").stem
+    return f"{module}.{fn.__qualname__}"
+
+
+@dataclass
+class _LoopBackend:
+    backend: Backend
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    ready: bool = False
+
+
+class _TaskDecorator:
+    """What ``@app.task(...)`` returns: typed so async functions yield ``Task[P, R]``."""
+
+    def __init__(self, app: App, settings: dict[str, Any]) -> None:
+        self._app = app
+        self._settings = settings
+
+    @overload
+    def __call__(self, fn: Callable[P, Coroutine[Any, Any, R]]) -> Task[P, R]: ...
+    @overload
+    def __call__(self, fn: Callable[P, R]) -> Task[P, R]: ...
+    def __call__(self, fn: Callable[P, Any]) -> Task[P, Any]:
+        return self._app._register(fn, **self._settings)
+
+
+class App:
+    """A duly application: tasks plus the backend they are stored in.
+
+    ``url`` defaults to ``$DULY_URL``, then ``sqlite:///duly.db``. ``namespace`` separates
+    several apps on one Redis (key prefix) or PostgreSQL (schema).
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        namespace: str = "duly",
+        retention: float | timedelta = DEFAULT_RETENTION,
+        failed_retention: float | timedelta = DEFAULT_FAILED_RETENTION,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        max_lost: int = 3,
+        clock: Clock | None = None,
+    ) -> None:
+        self.url = url or os.environ.get("DULY_URL") or DEFAULT_URL
+        self.namespace = namespace
+        self.retention = seconds(retention, "retention")
+        self.failed_retention = seconds(failed_retention, "failed_retention")
+        if max_payload_bytes <= 0:
+            raise ValueError("max_payload_bytes must be > 0")
+        self.max_payload_bytes = max_payload_bytes
+        if max_lost < 1:
+            raise ValueError("max_lost must be >= 1")
+        self.max_lost = max_lost
+        self.clock: Clock = clock or SystemClock()
+        self.tasks: dict[str, Task[Any, Any]] = {}
+        self.failure_callbacks: list[FailureCallback] = []
+        # Validate the URL now: a typo should fail at start-up, not at the first enqueue.
+        self._template = backend_from_url(self.url, namespace)
+        self._portal = Portal()
+        self._backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBackend] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __repr__(self) -> str:
+        return f"<duly.App {self.url!r} tasks={len(self.tasks)}>"
+
+    # -- registration ----------------------------------------------------------------------
+    @overload
+    def task(self, fn: Callable[P, Coroutine[Any, Any, R]], /) -> Task[P, R]: ...
+    @overload
+    def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+    @overload
+    def task(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        retries: int = 3,
+        backoff: Backoff | None = None,
+        timeout: float | timedelta | None = None,
+        retry_on: Iterable[type[BaseException]] | None = None,
+        retention: float | timedelta | None = None,
+        failed_retention: float | timedelta | None = None,
+        priority: int = 0,
+    ) -> _TaskDecorator: ...
+    def task(self, fn: Callable[..., Any] | None = None, /, **settings: Any) -> Any:
+        """Register a function (``def`` or ``async def``) as a task.
+
+        ``retries`` (default 3) with ``backoff`` (default ``Backoff(base=1, cap=300)``),
+        ``retry_on`` (exception types worth retrying; default any Exception), ``timeout``
+        (seconds), ``queue``, ``priority``, ``retention`` / ``failed_retention`` (how long
+        finished jobs are kept), ``name`` (default ``module.qualname``).
+        """
+        if fn is not None:
+            return self._register(fn)
+        return _TaskDecorator(self, settings)
+
+    def _register(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        retries: int = 3,
+        backoff: Backoff | None = None,
+        timeout: float | timedelta | None = None,
+        retry_on: Iterable[type[BaseException]] | None = None,
+        retention: float | timedelta | None = None,
+        failed_retention: float | timedelta | None = None,
+        priority: int = 0,
+    ) -> Task[Any, Any]:
+        if not callable(fn):
+            raise TypeError(f"@app.task needs a function, got {fn!r}")
+        if isinstance(retry_on, type):
+            retry_on = (retry_on,)
+        config = TaskConfig(
+            name=name or _default_task_name(fn),
+            queue=queue,
+            retries=retries,
+            backoff=backoff or Backoff(),
+            timeout=None if timeout is None else seconds(timeout, "timeout"),
+            retry_on=tuple(retry_on) if retry_on is not None else (Exception,),
+            retention=None if retention is None else seconds(retention, "retention"),
+            failed_retention=(
+                None if failed_retention is None else seconds(failed_retention, "failed_retention")
+            ),
+            priority=priority,
+        )
+        existing = self.tasks.get(config.name)
+        if existing is not None and existing.fn is not fn:
+            raise ConfigurationError(
+                f"two tasks are named {config.name!r}; give one of them name=..."
+            )
+        task: Task[Any, Any] = Task(self, fn, config)
+        self.tasks[config.name] = task
+        return task
+
+    def on_failure(self, callback: FailureCallback) -> FailureCallback:
+        """Call ``callback(job_info, error)`` whenever a job fails for good (usable as a
+        decorator). Errors raised by callbacks are logged, never lost jobs."""
+        self.failure_callbacks.append(callback)
+        return callback
+
+    def is_async_task(self, task: Task[Any, Any]) -> bool:
+        """True for tasks defined with ``async def``."""
+        return inspect.iscoroutinefunction(task.fn)
+
+    # -- backend access --------------------------------------------------------------------
+    async def backend(self) -> Backend:
+        """The opened backend of the running event loop (one per loop)."""
+        loop = asyncio.get_running_loop()
+        entry = self._backends.get(loop)
+        if entry is None:
+            entry = _LoopBackend(backend_from_url(self.url, self.namespace))
+            self._backends[loop] = entry
+        if not entry.ready:
+            async with entry.lock:
+                if not entry.ready:
+                    await entry.backend.open()
+                    entry.ready = True
+        return entry.backend
+
+    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._portal.run(coro)
+
+    async def aclose(self) -> None:
+        """Close the running loop's backend connections."""
+        entry = self._backends.pop(asyncio.get_running_loop(), None)
+        if entry is not None:
+            await entry.backend.close()
+
+    def close(self) -> None:
+        """Close the connections used by sync calls."""
+        self._portal.stop(self.aclose())
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- enqueue ---------------------------------------------------------------------------
+    def _enqueue_one(self, sig: Signature) -> Job:
+        return self.enqueue_many([sig])[0]
+
+    async def _enqueue_one_async(self, sig: Signature) -> Job:
+        return (await self.enqueue_many_async([sig]))[0]
+
+    def _connection_of(self, signatures: Sequence[Signature]) -> Any:
+        connections = {id(s.options.connection): s.options.connection for s in signatures}
+        if len(connections) > 1:
+            raise ValueError("enqueue_many: all signatures must share one connection= (or none)")
+        connection = next(iter(connections.values()), None)
+        if connection is not None and not hasattr(self._template, "enqueue_on"):
+            raise ConfigurationError(
+                "connection= (transactional enqueue) needs the PostgreSQL backend"
+            )
+        return connection
+
+    def _jobs(self, built: list[NewJob], results: Sequence[Any]) -> list[Job]:
+        return [Job(self, r.id, r.deduplicated) for r in results]
+
+    def enqueue_many(self, signatures: Iterable[Signature]) -> list[Job]:
+        """Store many jobs in one round trip per batch: ``app.enqueue_many([t.s(1), t.s(2)])``.
+
+        All are validated before any is stored. Returns the handles in order.
+        """
+        sigs = self._check_signatures(signatures)
+        if not sigs:
+            return []
+        built = build_all(sigs, self.clock.now())
+        connection = self._connection_of(sigs)
+        if connection is not None:
+            if hasattr(connection, "__aenter__"):
+                raise TypeError("an async connection needs enqueue_async / enqueue_many_async")
+            results = self._template.enqueue_on(connection, built)  # type: ignore[attr-defined]
+        else:
+            results = self._sync(self._enqueue_built(built))
+        return self._jobs(built, results)
+
+    async def enqueue_many_async(self, signatures: Iterable[Signature]) -> list[Job]:
+        """Async twin of ``enqueue_many``."""
+        sigs = self._check_signatures(signatures)
+        if not sigs:
+            return []
+        built = build_all(sigs, self.clock.now())
+        connection = self._connection_of(sigs)
+        if connection is not None:
+            backend = self._template
+            results = await backend.enqueue_on_async(connection, built)  # type: ignore[attr-defined]
+        else:
+            results = await self._enqueue_built(built)
+        return self._jobs(built, results)
+
+    async def _enqueue_built(self, built: list[NewJob]) -> list[Any]:
+        backend = await self.backend()
+        return list(await backend.enqueue(built))
+
+    def _check_signatures(self, signatures: Iterable[Signature]) -> list[Signature]:
+        sigs = list(signatures)
+        for sig in sigs:
+            if not isinstance(sig, Signature):
+                raise TypeError(f"enqueue_many takes task.s(...) signatures, got {sig!r}")
+            if sig.task.app is not self:
+                raise ValueError(f"{sig!r} belongs to another App")
+        return sigs
+
+    # -- lookups ---------------------------------------------------------------------------
+    def get_job(self, job_id: str) -> JobInfo | None:
+        """The job with this id, or None (unknown, or removed by retention)."""
+        return self._sync(self.get_job_async(job_id))
+
+    async def get_job_async(self, job_id: str) -> JobInfo | None:
+        """Async twin of ``get_job``."""
+        if not isinstance(job_id, str):
+            raise TypeError(f"a job id is a str, got {job_id!r}")
+        record = await (await self.backend()).get_job(job_id)
+        return None if record is None else JobInfo.from_record(record)
+
+    def jobs(
+        self,
+        *,
+        key: str | None = None,
+        status: str | None = None,
+        task: str | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+    ) -> list[JobInfo]:
+        """Jobs matching every given filter, newest first."""
+        return self._sync(
+            self.jobs_async(key=key, status=status, task=task, queue=queue, limit=limit)
+        )
+
+    async def jobs_async(
+        self,
+        *,
+        key: str | None = None,
+        status: str | None = None,
+        task: str | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+    ) -> list[JobInfo]:
+        """Async twin of ``jobs``."""
+        if status is not None and status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}; expected one of {', '.join(STATUSES)}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+            raise ValueError(f"limit must be an int from 1 to 10000, got {limit!r}")
+        where = JobFilter(key=key, status=status, task=task, queue=queue)
+        records = await (await self.backend()).list_jobs(where, limit)
+        return [JobInfo.from_record(r) for r in records]
+
+    # -- operator actions ------------------------------------------------------------------
+    def retry(self, job_id: str) -> bool:
+        """Re-run a failed or cancelled job; False if it is in another state or unknown."""
+        return self._sync(self.retry_async(job_id))
+
+    async def retry_async(self, job_id: str) -> bool:
+        """Async twin of ``retry``."""
+        return await (await self.backend()).retry(job_id, self.clock.now())
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel a job that has not finished; False if it already finished or is unknown."""
+        return self._sync(self.cancel_async(job_id))
+
+    async def cancel_async(self, job_id: str) -> bool:
+        """Async twin of ``cancel``."""
+        now = self.clock.now()
+        return await (await self.backend()).cancel(job_id, now, now + self.failed_retention)
+
+    def stats(self, minutes: int = 60) -> list[StatRow]:
+        """Per-minute success/failure/retry counters of the last ``minutes`` (at most 1440)."""
+        return self._sync(self.stats_async(minutes))
+
+    async def stats_async(self, minutes: int = 60) -> list[StatRow]:
+        """Async twin of ``stats``."""
+        if not 1 <= minutes <= 1440:
+            raise ValueError("minutes must be from 1 to 1440 (24 h of counters are kept)")
+        since = (int(self.clock.now() // 60) - minutes + 1) * 60
+        return await (await self.backend()).stats(since)
+
+    def queues(self) -> list[QueueStats]:
+        """Every queue with its queued / scheduled / running counts."""
+        return self._sync(self.queues_async())
+
+    async def queues_async(self) -> list[QueueStats]:
+        """Async twin of ``queues``."""
+        return await (await self.backend()).queue_stats()
+
+    def workers(self) -> list[WorkerRecord]:
+        """Registered worker processes and when each was last seen."""
+        return self._sync(self.workers_async())
+
+    async def workers_async(self) -> list[WorkerRecord]:
+        """Async twin of ``workers``."""
+        return await (await self.backend()).workers()
+
+    def ping(self) -> None:
+        """Raise ``BackendUnavailable`` unless the backend answers."""
+        self._sync(self._ping())
+
+    async def _ping(self) -> None:
+        await (await self.backend()).ping()
+
+    # -- running ---------------------------------------------------------------------------
+    def worker(self, **options: Any) -> Worker:
+        """A ``duly.Worker`` for this app (see its options); ``await worker.run()``."""
+        from duly.worker import Worker
+
+        return Worker(self, **options)

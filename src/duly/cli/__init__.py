@@ -1,0 +1,24 @@
+"""The ``duly`` command line: thin wrappers over the library (logic lives in ``duly``)."""
+
+from __future__ import annotations
+
+import sys
+
+from duly.cli.common import cli
+from duly.cli.demo import demo
+from duly.cli.inspect import cancel, jobs, queues, retry, stats, status, workers
+from duly.cli.worker import worker
+
+__all__ = ["cli", "main"]
+
+for command in (worker, status, jobs, retry, cancel, stats, queues, workers, demo):
+    cli.add_command(command)
+
+
+def main() -> None:
+    """Entry point of the ``duly`` script."""
+    cli.main(prog_name="duly", standalone_mode=True)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""``duly status | jobs | retry | cancel | stats | queues | workers``."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from duly.cli.common import app_options, echo_json, fail, load_app, translate_errors
+from duly.job import JobInfo
+from duly.records import STATUSES
+
+__all__ = ["cancel", "jobs", "queues", "retry", "stats", "status", "workers"]
+
+#: The keys of ``duly status --json`` (pinned by PRODUCT §0).
+STATUS_KEYS = (
+    "id",
+    "task",
+    "status",
+    "attempts",
+    "result",
+    "error",
+    "enqueued_at",
+    "started_at",
+    "finished_at",
+    "key",
+)
+_STYLE = {
+    "succeeded": "green",
+    "failed": "red",
+    "running": "cyan",
+    "retrying": "yellow",
+    "queued": "white",
+    "scheduled": "blue",
+    "cancelled": "magenta",
+}
+
+
+def _when(value: datetime | None) -> str:
+    return "-" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _status_json(info: JobInfo) -> dict[str, Any]:
+    data = info.to_dict()
+    return {k: data[k] for k in STATUS_KEYS}
+
+
+@click.command()
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (stable keys).")
+@app_options
+@translate_errors
+def status(job_id: str, as_json: bool, app_path: str | None, url: str | None) -> None:
+    """Show one job: state, attempts, times, result or error. Exit 1 if unknown."""
+    info = load_app(app_path, url).get_job(job_id)
+    if info is None:
+        fail(f"no job with id {job_id!r} (unknown, or removed by retention)")
+    assert info is not None
+    if as_json:
+        echo_json(_status_json(info))
+        return
+    console = Console()
+    style = _STYLE.get(info.status, "white")
+    console.print(f"[bold]{info.id}[/]  {info.task}  [{style}]{info.status}[/]")
+    rows = [
+        ("queue", info.queue),
+        ("key", info.key or "-"),
+        ("priority", str(info.priority)),
+        (
+            "attempts",
+            f"{info.attempts}/{info.max_attempts}" + (f" (lost {info.lost})" if info.lost else ""),
+        ),
+        ("args", f"{info.args!r} {info.kwargs!r}"),
+        ("enqueued", _when(info.enqueued_at)),
+        ("scheduled for", _when(info.scheduled_for)),
+        ("started", _when(info.started_at)),
+        ("finished", _when(info.finished_at)),
+        ("worker", info.worker or "-"),
+    ]
+    if info.status == "succeeded":
+        rows.append(("result", repr(info.result)))
+    for name, value in rows:
+        console.print(f"  {name:<14}{value}", highlight=False, markup=False)
+    if info.error:
+        console.print(
+            f"  [red]error[/]         {info.error.get('type')}: {info.error.get('message')}",
+            highlight=False,
+        )
+        tb = str(info.error.get("traceback") or "").rstrip()
+        if tb:
+            console.print(tb, style="dim", highlight=False, markup=False)
+
+
+@click.command()
+@click.option("--status", "status_", type=click.Choice(STATUSES), help="Only this state.")
+@click.option("--task", default=None, help="Only this task name.")
+@click.option("--key", default=None, help="Only jobs enqueued with this key.")
+@click.option("--queue", default=None, help="Only this queue.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@app_options
+@translate_errors
+def jobs(
+    status_: str | None,
+    task: str | None,
+    key: str | None,
+    queue: str | None,
+    limit: int,
+    as_json: bool,
+    app_path: str | None,
+    url: str | None,
+) -> None:
+    """List jobs, newest first."""
+    found = load_app(app_path, url).jobs(
+        key=key, status=status_, task=task, queue=queue, limit=limit
+    )
+    if as_json:
+        echo_json([info.to_dict() for info in found])
+        return
+    table = Table(box=None)
+    for name in ("id", "task", "status", "attempts", "enqueued"):
+        table.add_column(name, no_wrap=True)
+    table.add_column("key")
+    for info in found:
+        style = _STYLE.get(info.status, "white")
+        table.add_row(
+            info.id,
+            info.task,
+            f"[{style}]{info.status}[/]",
+            f"{info.attempts}/{info.max_attempts}",
+            _when(info.enqueued_at),
+            info.key or "",
+        )
+    Console().print(table)
+    if not found:
+        click.echo("no jobs match")
+
+
+def _act(action: str, job_id: str, app_path: str | None, url: str | None) -> None:
+    app = load_app(app_path, url)
+    info = app.get_job(job_id)
+    if info is None:
+        fail(f"no job with id {job_id!r} (unknown, or removed by retention)")
+    assert info is not None
+    done = app.retry(job_id) if action == "retry" else app.cancel(job_id)
+    if not done:
+        allowed = "failed or cancelled" if action == "retry" else "not finished"
+        fail(f"cannot {action} job {job_id}: it is {info.status} (must be {allowed})")
+    click.echo(f"{'re-queued' if action == 'retry' else 'cancelled'} {job_id}")
+
+
+@click.command()
+@click.argument("job_id")
+@app_options
+@translate_errors
+def retry(job_id: str, app_path: str | None, url: str | None) -> None:
+    """Re-run a failed or cancelled job."""
+    _act("retry", job_id, app_path, url)
+
+
+@click.command()
+@click.argument("job_id")
+@app_options
+@translate_errors
+def cancel(job_id: str, app_path: str | None, url: str | None) -> None:
+    """Cancel a job that has not finished (a running one is stopped at its next heartbeat)."""
+    _act("cancel", job_id, app_path, url)
+
+
+@click.command()
+@click.option(
+    "--minutes",
+    default=60,
+    show_default=True,
+    type=click.IntRange(1, 1440),
+    help="How far back to count.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (per-minute rows).")
+@app_options
+@translate_errors
+def stats(minutes: int, as_json: bool, app_path: str | None, url: str | None) -> None:
+    """Successes, failures and retries per task and queue (per-minute counters, 24 h kept)."""
+    rows = load_app(app_path, url).stats(minutes)
+    if as_json:
+        echo_json(
+            [
+                {
+                    "minute": datetime.fromtimestamp(r.minute * 60, UTC).isoformat(),
+                    "task": r.task,
+                    "queue": r.queue,
+                    "succeeded": r.succeeded,
+                    "failed": r.failed,
+                    "retried": r.retried,
+                }
+                for r in rows
+            ]
+        )
+        return
+    totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+    for r in rows:
+        total = totals[(r.task, r.queue)]
+        total[0] += r.succeeded
+        total[1] += r.failed
+        total[2] += r.retried
+    table = Table(
+        "task", "queue", "succeeded", "failed", "retried", box=None, title=f"last {minutes} min"
+    )
+    for (task, queue), (ok, bad, again) in sorted(totals.items()):
+        table.add_row(task, queue, f"[green]{ok}[/]", f"[red]{bad}[/]", f"[yellow]{again}[/]")
+    Console().print(table)
+    if not totals:
+        click.echo("no jobs finished in that window")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@app_options
+@translate_errors
+def queues(as_json: bool, app_path: str | None, url: str | None) -> None:
+    """Every queue with its queued, scheduled and running jobs."""
+    found = load_app(app_path, url).queues()
+    if as_json:
+        echo_json(
+            [
+                {"name": q.name, "queued": q.queued, "scheduled": q.scheduled, "running": q.running}
+                for q in found
+            ]
+        )
+        return
+    table = Table("queue", "queued", "scheduled", "running", box=None)
+    for q in found:
+        table.add_row(q.name, str(q.queued), str(q.scheduled), str(q.running))
+    Console().print(table)
+    if not found:
+        click.echo("no queues yet")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@app_options
+@translate_errors
+def workers(as_json: bool, app_path: str | None, url: str | None) -> None:
+    """Registered worker processes and when each was last seen."""
+    found = load_app(app_path, url).workers()
+    now = time.time()
+    if as_json:
+        echo_json(
+            [
+                {"id": w.id, "started_at": w.started_at, "last_seen": w.last_seen, "info": w.info}
+                for w in found
+            ]
+        )
+        return
+    table = Table("worker", "started", "last seen", box=None)
+    for w in found:
+        table.add_row(
+            w.id, _when(datetime.fromtimestamp(w.started_at, UTC)), f"{now - w.last_seen:.0f}s ago"
+        )
+    Console().print(table)
+    if not found:
+        click.echo("no workers registered")

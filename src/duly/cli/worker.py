@@ -1,0 +1,117 @@
+"""``duly worker module:app``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+import click
+
+from duly.cli.common import fail, load_app, translate_errors
+
+__all__ = ["worker"]
+
+
+def _use_fast_loop() -> None:
+    try:
+        import uvloop
+    except ImportError:
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+@click.command()
+@click.argument("app_path", envvar="DULY_APP", metavar="MODULE:APP")
+@click.option(
+    "--queues",
+    "-q",
+    default="default",
+    show_default=True,
+    help="Comma-separated queues, tried in order (earlier first).",
+)
+@click.option(
+    "--concurrency",
+    "-c",
+    default=16,
+    show_default=True,
+    type=click.IntRange(1, 10_000),
+    help="Jobs run at once per process.",
+)
+@click.option(
+    "--processes",
+    "-p",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Worker processes (a supervisor restarts dead ones).",
+)
+@click.option(
+    "--lease",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(2.0),
+    help="Seconds a job may go without a heartbeat before it is recovered.",
+)
+@click.option(
+    "--grace",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(0.0),
+    help="Seconds a graceful stop (SIGTERM) waits for running jobs.",
+)
+@click.option("--burst", is_flag=True, help="Exit once no job is queued, due or running.")
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+@translate_errors
+def worker(
+    app_path: str,
+    queues: str,
+    concurrency: int,
+    processes: int,
+    lease: float,
+    grace: float,
+    burst: bool,
+    log_level: str,
+) -> None:
+    """Run the jobs of MODULE:APP ($DULY_APP) until SIGTERM/SIGINT."""
+    logging.basicConfig(
+        level=log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s",
+    )
+    queue_list = [q.strip() for q in queues.split(",") if q.strip()]
+    if not queue_list:
+        fail("--queues needs at least one queue name", 2)
+    if processes > 1:
+        if burst:
+            fail("--burst works with one process only", 2)
+        from duly.worker.supervisor import Supervisor
+
+        argv = [
+            "worker",
+            app_path,
+            "--queues",
+            ",".join(queue_list),
+            "--concurrency",
+            str(concurrency),
+            "--processes",
+            "1",
+            "--lease",
+            str(lease),
+            "--grace",
+            str(grace),
+            "--log-level",
+            log_level,
+        ]
+        sys.exit(Supervisor(argv, processes, grace).run())
+    app = load_app(app_path, None)
+    runner = app.worker(
+        queues=queue_list, concurrency=concurrency, lease=lease, grace=grace, burst=burst
+    )
+    _use_fast_loop()
+    asyncio.run(runner.run())

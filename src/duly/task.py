@@ -1,0 +1,278 @@
+"""Tasks: functions registered on an App, enqueued by name, typed by their signature."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from duly.ids import new_id
+from duly.records import NewJob
+from duly.retry import Backoff
+from duly.serialization import encode_payload
+
+if TYPE_CHECKING:
+    from duly.app import App
+    from duly.job import Job
+
+__all__ = ["EnqueueOptions", "Signature", "Task", "TaskConfig"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+PRIORITY_RANGE = range(-1000, 1001)
+_QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
+_MAX_KEY_LENGTH = 512
+DEFAULT_BACKOFF = Backoff(base=1.0, cap=300.0)
+
+
+def seconds(value: float | timedelta, what: str) -> float:
+    """``value`` in seconds; a clear ValueError for negative or non-numeric input."""
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{what} must be seconds (int/float) or a timedelta, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{what} must be >= 0, got {value!r}")
+    return float(value)
+
+
+def check_queue(queue: str) -> str:
+    """Validate a queue name (letters, digits, ``_ . -``; at most 100 characters)."""
+    if not isinstance(queue, str) or not _QUEUE_NAME.match(queue):
+        raise ValueError(
+            f"invalid queue name {queue!r}: use 1-100 letters, digits, '_', '.' or '-'"
+        )
+    return queue
+
+
+def check_priority(priority: int) -> int:
+    """Validate a priority (an int from -1000 to 1000; higher runs first)."""
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"priority must be an int, got {priority!r}")
+    if priority not in PRIORITY_RANGE:
+        raise ValueError(f"priority must be between -1000 and 1000, got {priority}")
+    return priority
+
+
+@dataclass(frozen=True, slots=True)
+class TaskConfig:
+    """A task's settings, fixed at registration."""
+
+    name: str
+    queue: str = "default"
+    retries: int = 3
+    backoff: Backoff = DEFAULT_BACKOFF
+    timeout: float | None = None
+    retry_on: tuple[type[BaseException], ...] = (Exception,)
+    retention: float | None = None  # seconds a succeeded job is kept; None = the App's
+    failed_retention: float | None = None  # seconds a failed job is kept; None = the App's
+    priority: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ValueError("a task name must be a non-empty string")
+        check_queue(self.queue)
+        check_priority(self.priority)
+        if isinstance(self.retries, bool) or not isinstance(self.retries, int):
+            raise TypeError(f"retries must be an int, got {self.retries!r}")
+        if self.retries < 0:
+            raise ValueError(f"retries must be >= 0, got {self.retries}")
+        if not isinstance(self.backoff, Backoff):
+            raise TypeError(f"backoff must be a duly.Backoff, got {self.backoff!r}")
+        if self.timeout is not None and not self.timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {self.timeout!r}")
+        for exc_type in self.retry_on:
+            if not (isinstance(exc_type, type) and issubclass(exc_type, BaseException)):
+                raise TypeError(f"retry_on must hold exception types, got {exc_type!r}")
+
+    @property
+    def max_attempts(self) -> int:
+        """Runs allowed: the first plus ``retries``."""
+        return self.retries + 1
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueOptions:
+    """Per-call options of ``task.options(...)``."""
+
+    delay: float | None = None
+    at: datetime | None = None
+    priority: int | None = None
+    key: str | None = None
+    queue: str | None = None
+    connection: Any = None
+
+    def __post_init__(self) -> None:
+        if self.delay is not None and self.at is not None:
+            raise ValueError("give either delay= or at=, not both")
+        if self.at is not None:
+            if not isinstance(self.at, datetime):
+                raise TypeError(f"at= must be a datetime, got {self.at!r}")
+            if self.at.tzinfo is None:
+                raise ValueError("at= must be timezone-aware (e.g. datetime.now(UTC) + ...)")
+        if self.priority is not None:
+            check_priority(self.priority)
+        if self.queue is not None:
+            check_queue(self.queue)
+        if self.key is not None and (
+            not isinstance(self.key, str) or not self.key or len(self.key) > _MAX_KEY_LENGTH
+        ):
+            raise ValueError(f"key must be a non-empty string of at most {_MAX_KEY_LENGTH} chars")
+
+
+class Signature:
+    """A task call to enqueue later or in bulk: ``task.s(*args, **kwargs)``."""
+
+    __slots__ = ("args", "kwargs", "options", "task")
+
+    def __init__(
+        self,
+        task: Task[Any, Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        options: EnqueueOptions,
+    ) -> None:
+        self.task = task
+        self.args = args
+        self.kwargs = kwargs
+        self.options = options
+
+    def __repr__(self) -> str:
+        return f"<Signature {self.task.name}{self.args!r}{self.kwargs!r}>"
+
+    def build(self, now: float) -> NewJob:
+        """The job this call becomes at time ``now``."""
+        task, opts = self.task, self.options
+        config = task.config
+        payload = encode_payload(config.name, self.args, self.kwargs, task.app.max_payload_bytes)
+        if opts.at is not None:
+            scheduled_for = opts.at.timestamp()
+        elif opts.delay:
+            scheduled_for = now + opts.delay
+        else:
+            scheduled_for = now
+        return NewJob(
+            id=new_id(),
+            task=config.name,
+            queue=opts.queue or config.queue,
+            payload=payload,
+            max_attempts=config.max_attempts,
+            key=opts.key,
+            priority=config.priority if opts.priority is None else opts.priority,
+            enqueued_at=now,
+            scheduled_for=scheduled_for,
+        )
+
+
+class _Enqueuer(Generic[P, R]):
+    """The enqueue methods shared by a Task and a Task bound to options."""
+
+    task: Task[P, R]
+    _options: EnqueueOptions
+
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
+        """A signature of this call, for ``app.enqueue_many``."""
+        return Signature(self.task, args, kwargs, self._options)
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Store a job that runs this task with these arguments; returns its handle."""
+        return self.task.app._enqueue_one(Signature(self.task, args, kwargs, self._options))
+
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Async twin of ``enqueue``."""
+        sig = Signature(self.task, args, kwargs, self._options)
+        return await self.task.app._enqueue_one_async(sig)
+
+
+class BoundTask(_Enqueuer[P, R]):
+    """A task with per-call options set: ``task.options(delay=30).enqueue(...)``."""
+
+    def __init__(self, task: Task[P, R], options: EnqueueOptions) -> None:
+        self.task = task
+        self._options = options
+
+    def options(
+        self,
+        *,
+        delay: float | timedelta | None = None,
+        at: datetime | None = None,
+        priority: int | None = None,
+        key: str | None = None,
+        queue: str | None = None,
+        connection: Any = None,
+    ) -> BoundTask[P, R]:
+        """Further options on top of these."""
+        changes = _option_changes(delay, at, priority, key, queue, connection)
+        return BoundTask(self.task, replace(self._options, **changes))
+
+
+def _option_changes(
+    delay: float | timedelta | None,
+    at: datetime | None,
+    priority: int | None,
+    key: str | None,
+    queue: str | None,
+    connection: Any,
+) -> dict[str, Any]:
+    changes: dict[str, Any] = {
+        "delay": None if delay is None else seconds(delay, "delay"),
+        "at": at,
+        "priority": priority,
+        "key": key,
+        "queue": queue,
+        "connection": connection,
+    }
+    return {name: value for name, value in changes.items() if value is not None}
+
+
+class Task(_Enqueuer[P, R]):
+    """A registered task. Call it to run the function here; ``enqueue`` it to run it in a worker.
+
+    ``R`` is what the function returns (awaited, for an ``async def``).
+    """
+
+    def __init__(self, app: App, fn: Callable[P, Any], config: TaskConfig) -> None:
+        self.app = app
+        self.fn = fn
+        self.config = config
+        self.task = self
+        self._options = EnqueueOptions()
+        self.__doc__ = fn.__doc__
+        self.__name__ = getattr(fn, "__name__", config.name)
+        self.__wrapped__ = fn
+
+    @property
+    def name(self) -> str:
+        """The name workers look the task up by."""
+        return self.config.name
+
+    def __repr__(self) -> str:
+        return f"<Task {self.name} queue={self.config.queue}>"
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Any:
+        """Run the function directly, in this process (no job)."""
+        return self.fn(*args, **kwargs)
+
+    def options(
+        self,
+        *,
+        delay: float | timedelta | None = None,
+        at: datetime | None = None,
+        priority: int | None = None,
+        key: str | None = None,
+        queue: str | None = None,
+        connection: Any = None,
+    ) -> BoundTask[P, R]:
+        """Per-call options: ``delay`` (seconds or timedelta) or ``at`` (aware datetime),
+        ``priority``, ``key`` (index jobs by an entity), ``queue``, ``connection`` (PostgreSQL:
+        enqueue inside the caller's transaction)."""
+        changes = _option_changes(delay, at, priority, key, queue, connection)
+        return BoundTask(self, EnqueueOptions(**changes))
+
+
+def build_all(signatures: Sequence[Signature], now: float) -> list[NewJob]:
+    """Build every signature's job, validating all before any is stored."""
+    return [sig.build(now) for sig in signatures]

@@ -1,0 +1,143 @@
+"""Running one claimed job to an ``Outcome``: lookup, decode, call, and the retry decision."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import traceback
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from duly.context import JobContext, _current
+from duly.errors import JobTimeout, Retry, TaskNotFound
+from duly.records import JobRecord, Outcome
+from duly.serialization import decode, decode_payload, encode, encode_result
+
+if TYPE_CHECKING:
+    from duly.app import App
+    from duly.task import Task
+    from duly.worker.threads import ThreadRunner
+
+__all__ = ["Execution", "error_entry", "failure_outcome"]
+
+#: Failures kept per job (the oldest are dropped first).
+MAX_ERRORS_KEPT = 20
+_MAX_TRACEBACK_CHARS = 16_000
+
+
+def error_entry(exc: BaseException, attempt: int, now: float) -> dict[str, Any]:
+    """The stored form of one failure."""
+    tb = "".join(traceback.format_exception(exc))
+    if len(tb) > _MAX_TRACEBACK_CHARS:
+        tb = "...\n" + tb[-_MAX_TRACEBACK_CHARS:]
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc),
+        "traceback": tb,
+        "at": now,
+        "attempt": attempt,
+    }
+
+
+def _append_error(record: JobRecord, entry: dict[str, Any]) -> bytes:
+    errors: list[Any] = []
+    if record.errors:
+        try:
+            decoded = decode(record.errors)
+            if isinstance(decoded, list):
+                errors = decoded
+        except ValueError:
+            errors = []
+    errors.append(entry)
+    return encode(errors[-MAX_ERRORS_KEPT:])
+
+
+def failure_outcome(
+    app: App, task: Task[Any, Any] | None, record: JobRecord, exc: BaseException, now: float
+) -> Outcome:
+    """Retry with backoff if the task allows another attempt for this error, else fail."""
+    errors = _append_error(record, error_entry(exc, record.attempts, now))
+    if task is not None:
+        config = task.config
+        if isinstance(exc, config.retry_on) and record.attempts < record.max_attempts:
+            run_at = now + config.backoff.delay(record.attempts)
+            return Outcome(record.id, "retry", errors=errors, run_at=run_at)
+        keep = config.failed_retention
+    else:
+        keep = None
+    expire_at = now + (app.failed_retention if keep is None else keep)
+    return Outcome(record.id, "failed", errors=errors, expire_at=expire_at)
+
+
+@dataclass(slots=True)
+class Execution:
+    """One run of a claimed job inside a worker."""
+
+    record: JobRecord
+    worker: str
+    #: Set when the job must not report an outcome (lost its lease, or cancelled).
+    abandoned: bool = False
+    #: Set when a graceful stop hands the job back instead of finishing it.
+    handed_back: bool = False
+
+    async def run(self, app: App, threads: ThreadRunner) -> tuple[Outcome, BaseException | None]:
+        """Run the job; the outcome to report and, for a final failure, the error."""
+        record = self.record
+        task = app.tasks.get(record.task)
+        if task is None:
+            exc: BaseException = TaskNotFound(
+                f"unknown task {record.task!r}: no task of that name is registered in this "
+                "worker's app"
+            )
+            return failure_outcome(app, None, record, exc, app.clock.now()), exc
+        try:
+            args, kwargs = decode_payload(record.payload)
+        except ValueError as decode_error:
+            return failure_outcome(app, None, record, decode_error, app.clock.now()), decode_error
+        context = JobContext(
+            id=record.id,
+            task=record.task,
+            queue=record.queue,
+            attempt=record.attempts,
+            max_attempts=record.max_attempts,
+            key=record.key,
+            worker=self.worker,
+        )
+        timeout = task.config.timeout
+        token = _current.set(context)
+        try:
+            if app.is_async_task(task):
+                # Awaited in this very frame (no inner Task), so a SystemExit or
+                # KeyboardInterrupt raised by the task is caught here, not by the loop.
+                async with asyncio.timeout(timeout):
+                    value = await task.fn(*args, **kwargs)
+            else:
+                ctx = contextvars.copy_context()
+                value = await threads.run(lambda: task.fn(*args, **kwargs), ctx, timeout)
+            result = encode_result(task.name, value)
+        except Retry as retry:
+            now = app.clock.now()
+            return Outcome(record.id, "release", run_at=now + retry.after), None
+        except asyncio.CancelledError:
+            raise
+        except TimeoutError as timed_out:
+            exc = (
+                timed_out
+                if isinstance(timed_out, JobTimeout)
+                else JobTimeout(f"timed out after {timeout:g}s (async job cancelled)")
+            )
+            return self._failed(app, task, exc)
+        except BaseException as error:
+            return self._failed(app, task, error)
+        finally:
+            _current.reset(token)
+        expire = task.config.retention
+        now = app.clock.now()
+        expire_at = now + (app.retention if expire is None else expire)
+        return Outcome(record.id, "succeeded", result=result, expire_at=expire_at), None
+
+    def _failed(
+        self, app: App, task: Task[Any, Any], exc: BaseException
+    ) -> tuple[Outcome, BaseException | None]:
+        outcome = failure_outcome(app, task, self.record, exc, app.clock.now())
+        return outcome, (exc if outcome.kind == "failed" else None)

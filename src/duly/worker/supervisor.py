@@ -1,0 +1,98 @@
+"""``duly worker --processes P``: P worker processes, restarted when they die.
+
+Children are plain ``python -m duly worker ... --processes 1`` subprocesses (no fork of a
+process holding connections and threads). A child that dies is restarted with a growing delay
+(so a crash-looping app does not spin); SIGTERM/SIGINT are forwarded so every child stops
+gracefully, and a child still alive after its grace period is killed.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from types import FrameType
+
+__all__ = ["Supervisor"]
+
+log = logging.getLogger("duly.supervisor")
+
+_MAX_RESTART_DELAY = 30.0
+_HEALTHY_AFTER = 30.0
+
+
+class Supervisor:
+    """Keeps ``processes`` copies of ``child_argv`` running until told to stop."""
+
+    def __init__(self, child_argv: Sequence[str], processes: int, grace: float) -> None:
+        self.child_argv = [sys.executable, "-m", "duly", *child_argv]
+        self.processes = processes
+        self.grace = grace
+        self._stopping = False
+        self._children: dict[int, tuple[subprocess.Popen[bytes], float]] = {}
+        self._delay: dict[int, float] = {}
+
+    def _spawn(self, slot: int) -> None:
+        child = subprocess.Popen(self.child_argv)
+        self._children[slot] = (child, time.monotonic())
+        log.info("started worker process %d (pid %d)", slot, child.pid)
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        if self._stopping:
+            for child, _ in self._children.values():
+                child.kill()
+            return
+        self._stopping = True
+        log.info(
+            "supervisor: %s, stopping %d workers", signal.Signals(signum).name, len(self._children)
+        )
+        for child, _ in self._children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+
+    def run(self) -> int:
+        """Supervise until a signal; returns the exit code."""
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        for slot in range(self.processes):
+            self._spawn(slot)
+        restart_at: dict[int, float] = {}
+        while not self._stopping:
+            time.sleep(0.2)
+            now = time.monotonic()
+            for slot, (child, started) in list(self._children.items()):
+                code = child.poll()
+                if code is None or slot in restart_at:
+                    continue
+                ran = now - started
+                delay = (
+                    0.5
+                    if ran > _HEALTHY_AFTER
+                    else min(self._delay.get(slot, 0.25) * 2, _MAX_RESTART_DELAY)
+                )
+                self._delay[slot] = delay
+                log.warning(
+                    "worker process %d (pid %d) exited with %s after %.1fs; restarting in %.1fs",
+                    slot,
+                    child.pid,
+                    code,
+                    ran,
+                    delay,
+                )
+                restart_at[slot] = now + delay
+            for slot, when in list(restart_at.items()):
+                if now >= when and not self._stopping:
+                    del restart_at[slot]
+                    self._spawn(slot)
+        deadline = time.monotonic() + self.grace + 10
+        for child, _ in self._children.values():
+            try:
+                child.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                log.error("worker pid %d did not stop in time; killing it", child.pid)
+                child.kill()
+                child.wait()
+        return 0

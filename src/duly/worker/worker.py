@@ -1,0 +1,501 @@
+"""The worker: claims jobs in batches, runs them, keeps their leases, recovers orphans.
+
+One asyncio loop per process runs five cooperating loops:
+
+- **fetch**: claim up to the free capacity in one round trip; when nothing is claimable, wait
+  for the backend's wake-up (or a short poll);
+- **run**: each claimed job runs as an asyncio task (``async def``) or on the bounded
+  ``ThreadRunner`` (``def``), with its timeout;
+- **ack**: finished runs' outcomes are reported in batches, one round trip per batch;
+- **heartbeat**: every ``lease / 3`` the leases of all held jobs are extended; jobs the backend
+  says we no longer hold (recovered, cancelled) are stopped;
+- **maintenance**: promote due delayed/retrying jobs, recover the jobs of dead workers (those
+  whose leases lapsed), and purge expired finished jobs.
+
+Graceful stop (SIGTERM/SIGINT): stop fetching, let running jobs finish within ``grace``
+seconds, then hand the rest back to their queue without charging an attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import random
+import signal
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from duly.errors import BackendUnavailable, ConfigurationError, DulyError
+from duly.ids import new_id
+from duly.job import JobInfo
+from duly.records import JobRecord, Outcome
+from duly.task import check_queue
+from duly.worker.execute import Execution, failure_outcome
+from duly.worker.threads import ThreadRunner
+
+if TYPE_CHECKING:
+    from duly.app import App
+    from duly.backends.base import Backend
+
+__all__ = ["Worker"]
+
+log = logging.getLogger("duly.worker")
+
+MIN_LEASE = 2.0
+PROMOTE_INTERVAL = 0.25
+PURGE_INTERVAL = 30.0
+_BATCH_LIMIT = 1000
+
+
+class WorkerStats:
+    """What this worker did, for progress displays and tests."""
+
+    __slots__ = ("claimed", "failed", "handed_back", "lost", "recovered", "retried", "succeeded")
+
+    def __init__(self) -> None:
+        self.claimed = self.succeeded = self.failed = self.retried = 0
+        self.handed_back = self.recovered = self.lost = 0
+
+
+class Worker:
+    """Runs an App's jobs. ``await Worker(app).run()``; ``stop()`` from anywhere to end it.
+
+    ``queues`` are tried in order (earlier first); ``concurrency`` jobs run at once; ``lease``
+    is how long a job may go without a heartbeat before another process recovers it (>= 2 s);
+    ``grace`` is how long a graceful stop waits for running jobs; ``burst`` stops the worker
+    once no job is queued, due or running here.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        queues: Sequence[str] | None = None,
+        concurrency: int = 16,
+        lease: float = 30.0,
+        grace: float = 30.0,
+        poll: float = 1.0,
+        burst: bool = False,
+        install_signal_handlers: bool = True,
+        name: str | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ConfigurationError("concurrency must be >= 1")
+        if lease < MIN_LEASE:
+            raise ConfigurationError(f"lease must be >= {MIN_LEASE:g} seconds")
+        if grace < 0 or poll <= 0:
+            raise ConfigurationError("grace must be >= 0 and poll > 0")
+        self.app = app
+        self.queues = [check_queue(q) for q in (queues or ["default"])]
+        self.concurrency = concurrency
+        self.lease = float(lease)
+        self.grace = float(grace)
+        self.poll = float(poll)
+        self.burst = burst
+        self.install_signal_handlers = install_signal_handlers
+        self.id = name or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-6:]}"
+        self.stats = WorkerStats()
+        self._running: dict[str, tuple[Execution, asyncio.Task[None]]] = {}
+        self._unacked: dict[str, Execution] = {}
+        self._outcomes: list[tuple[Execution, Outcome, BaseException | None]] = []
+        self._outcome_ready = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._next_due: float | None = None
+        self._backend: Backend | None = None
+        self._threads: ThreadRunner | None = None
+
+    # -- control ---------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Ask for a graceful stop (thread-safe)."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._stopping.set)
+
+    @property
+    def stopping(self) -> bool:
+        """True once a stop was requested."""
+        return self._stopping.is_set()
+
+    @property
+    def in_flight(self) -> int:
+        """Jobs running now."""
+        return len(self._running)
+
+    # -- main ------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Work until ``stop()``, a signal, or (with ``burst``) no work is left."""
+        self._loop = asyncio.get_running_loop()
+        self._outcome_ready = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._threads = ThreadRunner(self.concurrency)
+        self._install_signals()
+        self._backend = await self._connect()
+        await self._call(
+            self._backend.register_worker(
+                self.id,
+                self.app.clock.now(),
+                {
+                    "host": socket.gethostname(),
+                    "pid": os.getpid(),
+                    "queues": self.queues,
+                    "concurrency": self.concurrency,
+                    "lease": self.lease,
+                },
+            ),
+            "register",
+        )
+        log.info(
+            "worker %s started: queues=%s concurrency=%d lease=%gs",
+            self.id,
+            ",".join(self.queues),
+            self.concurrency,
+            self.lease,
+        )
+        helpers = [
+            asyncio.create_task(self._ack_loop(), name="duly-ack"),
+            asyncio.create_task(self._heartbeat_loop(), name="duly-heartbeat"),
+            asyncio.create_task(self._maintenance_loop(), name="duly-maintenance"),
+        ]
+        try:
+            await self._fetch_loop()
+            await self._drain()
+        finally:
+            for helper in helpers:
+                helper.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            await self._flush_outcomes(final=True)
+            with contextlib.suppress(DulyError, OSError):
+                await self._backend.unregister_worker(self.id)
+            self._threads.shutdown()
+            self._remove_signals()
+            log.info("worker %s stopped", self.id)
+
+    async def _connect(self) -> Backend:
+        delay = 0.1
+        while True:
+            try:
+                return await self.app.backend()
+            except BackendUnavailable as exc:
+                if self.stopping:
+                    raise
+                log.warning("backend unavailable (%s); retrying in %.1fs", exc, delay)
+                await self._sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    async def _call(self, coro: Any, what: str) -> Any:
+        """Await a backend call; on BackendUnavailable log and return None (caller retries)."""
+        try:
+            return await coro
+        except BackendUnavailable as exc:
+            log.warning("%s: backend unavailable: %s", what, exc)
+            return None
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, waking early on stop."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    # -- fetch -----------------------------------------------------------------------------
+    async def _fetch_loop(self) -> None:
+        assert self._backend is not None
+        backoff = 0.1
+        while not self.stopping:
+            free = self.concurrency - len(self._running)
+            if free <= 0:
+                self._slot_freed.clear()
+                await self._wait_any(self._slot_freed.wait(), None)
+                continue
+            now = self.app.clock.now()
+            try:
+                records = await self._backend.claim(
+                    self.id, self.queues, min(free, _BATCH_LIMIT), now, now + self.lease
+                )
+                backoff = 0.1
+            except BackendUnavailable as exc:
+                log.warning("claim: backend unavailable (%s); retrying in %.1fs", exc, backoff)
+                await self._sleep(backoff + random.uniform(0, backoff))
+                backoff = min(backoff * 2, 10.0)
+                continue
+            if not records and self.burst and self._idle():
+                await self._promote()  # a last look, so no due job is left behind
+                now = self.app.clock.now()
+                records = await self._backend.claim(
+                    self.id, self.queues, min(free, _BATCH_LIMIT), now, now + self.lease
+                )
+                if not records and self._idle():
+                    return
+            if records:
+                for record in records:
+                    self._start(record)
+                continue
+            await self._wait_any(
+                self._backend.wait_for_work(self.queues, self._poll_timeout()), None
+            )
+
+    def _poll_timeout(self) -> float:
+        if self.burst:
+            return min(self.poll, PROMOTE_INTERVAL)
+        return self.poll
+
+    def _idle(self) -> bool:
+        return not self._running and not self._unacked and self._next_due is None
+
+    async def _wait_any(self, coro: Any, timeout: float | None) -> None:
+        """Await ``coro`` but return at once when a stop is requested."""
+        work = asyncio.ensure_future(coro)
+        stop = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({work, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for fut in (work, stop):
+                if not fut.done():
+                    fut.cancel()
+            await asyncio.gather(work, stop, return_exceptions=True)
+        if work.done() and not work.cancelled() and work.exception() is not None:
+            exc = work.exception()
+            if isinstance(exc, BackendUnavailable):
+                log.warning("waiting for work: %s", exc)
+                await self._sleep(1.0)
+            elif exc is not None:
+                raise exc
+
+    # -- run -------------------------------------------------------------------------------
+    def _start(self, record: JobRecord) -> None:
+        self.stats.claimed += 1
+        execution = Execution(record, self.id)
+        task = asyncio.create_task(self._run_one(execution), name=f"duly-job-{record.id}")
+        self._running[record.id] = (execution, task)
+
+    async def _run_one(self, execution: Execution) -> None:
+        assert self._threads is not None
+        job_id = execution.record.id
+        try:
+            outcome, error = await execution.run(self.app, self._threads)
+        except asyncio.CancelledError:
+            if execution.handed_back:
+                outcome, error = Outcome(job_id, "release", run_at=self.app.clock.now()), None
+            else:
+                outcome = None
+        except Exception as exc:  # a bug in duly itself: record it on the job, keep running
+            log.exception("internal error running job %s", job_id)
+            outcome = failure_outcome(self.app, None, execution.record, exc, self.app.clock.now())
+            error = exc
+        finally:
+            self._running.pop(job_id, None)
+            self._slot_freed.set()
+        if outcome is None or execution.abandoned:
+            return
+        self._unacked[job_id] = execution
+        self._outcomes.append((execution, outcome, error))
+        self._outcome_ready.set()
+
+    # -- ack -------------------------------------------------------------------------------
+    async def _ack_loop(self) -> None:
+        while True:
+            await self._outcome_ready.wait()
+            self._outcome_ready.clear()
+            await self._flush_outcomes()
+
+    async def _flush_outcomes(self, final: bool = False) -> None:
+        assert self._backend is not None
+        backoff = 0.1
+        deadline = time.monotonic() + (self.grace if final else float("inf"))
+        while self._outcomes:
+            batch = self._outcomes[:_BATCH_LIMIT]
+            try:
+                applied = await self._backend.finish(
+                    self.id, [outcome for _, outcome, _ in batch], self.app.clock.now()
+                )
+            except BackendUnavailable as exc:
+                if time.monotonic() > deadline:
+                    log.error(
+                        "could not report %d outcomes before exit: %s; their jobs will "
+                        "be recovered after their lease",
+                        len(self._outcomes),
+                        exc,
+                    )
+                    return
+                log.warning("finish: backend unavailable (%s); retrying in %.1fs", exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            del self._outcomes[: len(batch)]
+            for (execution, outcome, error), ok in zip(batch, applied, strict=True):
+                self._unacked.pop(outcome.job_id, None)
+                self._count(outcome, ok)
+                if ok and outcome.kind == "failed":
+                    await self._report_failure(execution.record, outcome, error)
+
+    def _count(self, outcome: Outcome, applied: bool) -> None:
+        if not applied:
+            self.stats.lost += 1
+            log.warning(
+                "outcome of job %s dropped: it is no longer held by this worker "
+                "(recovered or cancelled)",
+                outcome.job_id,
+            )
+        elif outcome.kind == "succeeded":
+            self.stats.succeeded += 1
+        elif outcome.kind == "failed":
+            self.stats.failed += 1
+        elif outcome.kind == "retry":
+            self.stats.retried += 1
+        else:
+            self.stats.handed_back += 1
+
+    async def _report_failure(
+        self, record: JobRecord, outcome: Outcome, error: BaseException | None
+    ) -> None:
+        if not self.app.failure_callbacks:
+            return
+        final = dataclasses.replace(
+            record,
+            status="failed",
+            errors=outcome.errors or record.errors,
+            finished_at=self.app.clock.now(),
+        )
+        info = JobInfo.from_record(final)
+        exc = error or DulyError("job failed")
+        for callback in self.app.failure_callbacks:
+            try:
+                returned = callback(info, exc)
+                if asyncio.iscoroutine(returned):
+                    await returned
+            except Exception:
+                log.exception("on_failure callback %r raised", callback)
+
+    # -- heartbeat -------------------------------------------------------------------------
+    async def _heartbeat_loop(self) -> None:
+        assert self._backend is not None
+        interval = self.lease / 3
+        while True:
+            await asyncio.sleep(interval)
+            held = [*self._running, *self._unacked]
+            now = self.app.clock.now()
+            gone = await self._call(
+                self._backend.heartbeat(self.id, held, now, now + self.lease), "heartbeat"
+            )
+            for job_id in gone or ():
+                entry = self._running.get(job_id)
+                if entry is not None:
+                    execution, task = entry
+                    execution.abandoned = True
+                    task.cancel()
+                    log.warning(
+                        "job %s is no longer ours (cancelled or recovered); stopped", job_id
+                    )
+
+    # -- maintenance -----------------------------------------------------------------------
+    async def _maintenance_loop(self) -> None:
+        assert self._backend is not None
+        recover_every = max(self.lease / 4, 0.5)
+        next_recover = 0.0
+        next_purge = time.monotonic() + random.uniform(0, PURGE_INTERVAL)
+        while True:
+            await self._promote()
+            if time.monotonic() >= next_recover:
+                await self._recover()
+                next_recover = time.monotonic() + recover_every
+            if time.monotonic() >= next_purge:
+                await self._call(self._backend.purge(self.app.clock.now(), _BATCH_LIMIT), "purge")
+                next_purge = time.monotonic() + PURGE_INTERVAL
+            await asyncio.sleep(PROMOTE_INTERVAL)
+
+    async def _promote(self) -> None:
+        assert self._backend is not None
+        while True:
+            result = await self._call(
+                self._backend.promote_due(self.app.clock.now(), _BATCH_LIMIT), "promote"
+            )
+            if result is None:
+                return
+            moved, self._next_due = result
+            if moved < _BATCH_LIMIT:
+                return
+
+    async def _recover(self) -> None:
+        assert self._backend is not None
+        now = self.app.clock.now()
+        recovered = await self._call(
+            self._backend.recover(
+                now, self.app.max_lost, _BATCH_LIMIT, now + self.app.failed_retention
+            ),
+            "recover",
+        )
+        for entry in recovered or ():
+            self.stats.recovered += 1
+            if entry.requeued:
+                log.warning("recovered job %s from a dead worker", entry.id)
+                continue
+            log.error(
+                "job %s quarantined: it lost its worker %d times", entry.id, self.app.max_lost
+            )
+            record = await self._call(self._backend.get_job(entry.id), "get_job")
+            if record is not None:
+                error = DulyError(f"lost its worker {record.lost} times")
+                await self._report_failure(record, Outcome(entry.id, "failed"), error)
+
+    # -- stopping --------------------------------------------------------------------------
+    async def _drain(self) -> None:
+        """Let running jobs finish within the grace period, then hand the rest back."""
+        if self._running:
+            log.info(
+                "stopping: waiting up to %gs for %d running jobs", self.grace, len(self._running)
+            )
+            tasks = [task for _, task in self._running.values()]
+            await asyncio.wait(tasks, timeout=self.grace)
+        for execution, task in list(self._running.values()):
+            execution.handed_back = True
+            task.cancel()
+        if self._running:
+            await asyncio.wait([task for _, task in self._running.values()], timeout=5)
+        # Sync jobs stuck in their thread cannot be interrupted: hand them back anyway.
+        for job_id, (execution, _task) in list(self._running.items()):
+            execution.abandoned = True
+            self._running.pop(job_id, None)
+            self._outcomes.append(
+                (execution, Outcome(job_id, "release", run_at=self.app.clock.now()), None)
+            )
+
+    # -- signals ---------------------------------------------------------------------------
+    def _install_signals(self) -> None:
+        if not self.install_signal_handlers:
+            return
+        if threading.current_thread() is not threading.main_thread():
+            return
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(signum, self._on_signal, signum)
+
+    def _remove_signals(self) -> None:
+        if not self.install_signal_handlers or self._loop is None:
+            return
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                self._loop.remove_signal_handler(signum)
+
+    def _on_signal(self, signum: int) -> None:
+        if self.stopping:
+            log.warning("second signal: handing running jobs back now")
+            self.grace = 0
+            for execution, task in self._running.values():
+                execution.handed_back = True
+                task.cancel()
+            return
+        log.info(
+            "received %s: finishing running jobs (grace %gs)",
+            signal.Signals(signum).name,
+            self.grace,
+        )
+        self._stopping.set()
