@@ -1,0 +1,43 @@
+# duly's developer commands. `make demo` and `make test` are the two a newcomer needs.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: install demo test lint typecheck unit chaos bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## Install, then run duly's main job end to end on the embedded SQLite default.
+demo: install
+	$(VENV)/bin/duly demo
+
+## Install, then run every check and the whole default test suite.
+test: install lint typecheck
+	$(PY) -m pytest -m "not slow" -q
+
+lint: install
+	$(VENV)/bin/ruff check src tests examples
+	$(VENV)/bin/ruff format --check src tests examples
+	$(VENV)/bin/lint-imports
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+## Long fault-injection scenarios (issue 3); prints one table.
+chaos: install
+	$(PY) -m chaos.run
+
+## duly against its peers (installs them into bench/.venv).
+bench: install
+	bash bench/setup.sh && bench/.venv/bin/python bench/run.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache duly.db duly.db-*
