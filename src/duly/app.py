@@ -388,6 +388,18 @@ class App:
         """Async twin of ``workers``."""
         return await (await self.backend()).workers()
 
+    def migrate(self) -> list[int]:
+        """Apply pending schema migrations (SQL backends); the versions applied."""
+        return self._sync(self._migrate())
+
+    async def _migrate(self) -> list[int]:
+        backend = backend_from_url(self.url, self.namespace)
+        migrate = getattr(backend, "migrate", None)
+        try:
+            return list(await migrate()) if migrate is not None else []
+        finally:
+            await backend.close()
+
     def ping(self) -> None:
         """Raise ``BackendUnavailable`` unless the backend answers."""
         self._sync(self._ping())

@@ -11,18 +11,29 @@ __all__ = ["DEFAULT_URL", "Backend", "backend_from_url", "split_url"]
 
 DEFAULT_URL = "sqlite:///duly.db"
 
+#: Query parameters duly reads (and removes) before handing a URL to the driver.
+_OWN_PARAMS = ("namespace", "auto_migrate")
+
 _EXTRA_HINT = "install it with: pip install 'duly[{extra}]'"
 
 
-def split_url(url: str) -> tuple[str, str | None]:
-    """Return ``url`` without its ``namespace=`` query parameter, and that parameter."""
+def split_url(url: str) -> tuple[str, dict[str, str]]:
+    """Return ``url`` without duly's own query parameters, and those parameters."""
     base, sep, query = url.partition("?")
     if not sep:
-        return url, None
+        return url, {}
     params = parse_qs(query, keep_blank_values=True)
-    namespace = params.pop("namespace", [None])[-1]
+    ours = {name: params.pop(name)[-1] for name in _OWN_PARAMS if name in params}
     rest = "&".join(f"{k}={v}" for k, values in params.items() for v in values)
-    return (f"{base}?{rest}" if rest else base), namespace
+    return (f"{base}?{rest}" if rest else base), ours
+
+
+def _flag(value: str) -> bool:
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ConfigurationError(f"expected true or false in the URL, got {value!r}")
 
 
 def backend_from_url(url: str, namespace: str = "duly") -> Backend:
@@ -30,10 +41,11 @@ def backend_from_url(url: str, namespace: str = "duly") -> Backend:
 
     ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``; ``redis://`` or
     ``rediss://`` (keys prefixed by ``namespace``); ``postgresql://`` (tables in the schema
-    ``namespace``). A ``?namespace=`` query parameter overrides the argument.
+    ``namespace``). A ``?namespace=`` query parameter overrides the argument;
+    ``?auto_migrate=false`` stops PostgreSQL from migrating its schema on first use.
     """
-    url, from_query = split_url(url)
-    namespace = from_query or namespace
+    url, params = split_url(url)
+    namespace = params.get("namespace") or namespace
     if not namespace or not namespace.replace("_", "").replace("-", "").isalnum():
         raise ConfigurationError(f"invalid namespace {namespace!r}: use letters, digits, _ and -")
     scheme = urlsplit(url).scheme.lower()
@@ -56,7 +68,8 @@ def backend_from_url(url: str, namespace: str = "duly") -> Backend:
             raise ConfigurationError(
                 f"the PostgreSQL backend needs psycopg; {_EXTRA_HINT.format(extra='postgres')}"
             ) from exc
-        return PostgresBackend(url, schema=namespace)
+        auto_migrate = _flag(params.get("auto_migrate", "true"))
+        return PostgresBackend(url, schema=namespace, auto_migrate=auto_migrate)
     raise ConfigurationError(
         f"unsupported backend URL {url!r}: expected sqlite:///path, redis://host or "
         "postgresql://host/db"

@@ -6,12 +6,12 @@ import sys
 
 from duly.cli.common import cli
 from duly.cli.demo import demo
-from duly.cli.inspect import cancel, jobs, queues, retry, stats, status, workers
+from duly.cli.inspect import cancel, jobs, migrate, queues, retry, stats, status, workers
 from duly.cli.worker import worker
 
 __all__ = ["cli", "main"]
 
-for command in (worker, status, jobs, retry, cancel, stats, queues, workers, demo):
+for command in (worker, status, jobs, retry, cancel, stats, queues, workers, migrate, demo):
     cli.add_command(command)
 
 

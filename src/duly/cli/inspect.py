@@ -15,7 +15,7 @@ from duly.cli.common import app_options, echo_json, fail, load_app, translate_er
 from duly.job import JobInfo
 from duly.records import STATUSES
 
-__all__ = ["cancel", "jobs", "queues", "retry", "stats", "status", "workers"]
+__all__ = ["cancel", "jobs", "migrate", "queues", "retry", "stats", "status", "workers"]
 
 #: The keys of ``duly status --json`` (pinned by PRODUCT §0).
 STATUS_KEYS = (
@@ -264,3 +264,15 @@ def workers(as_json: bool, app_path: str | None, url: str | None) -> None:
     Console().print(table)
     if not found:
         click.echo("no workers registered")
+
+
+@click.command()
+@app_options
+@translate_errors
+def migrate(app_path: str | None, url: str | None) -> None:
+    """Create or upgrade duly's schema (SQL backends; Redis needs none)."""
+    versions = load_app(app_path, url).migrate()
+    if versions:
+        click.echo("applied migrations " + ", ".join(f"{v:04d}" for v in versions))
+    else:
+        click.echo("schema is up to date")

@@ -1,0 +1,601 @@
+"""The PostgreSQL backend: one transaction per state change, SKIP LOCKED claims, LISTEN/NOTIFY.
+
+Layout of the schema (``schema``, default ``duly``): ``jobs`` (one row per job, partial indexes
+per hot path), ``stats`` (per-minute counters), ``workers``, ``queues`` and ``schema_version``;
+see ``migrations/0001_initial.sql``. Every query lives in ``queries.sql``; ``{schema}`` in it is
+replaced by the quoted schema name once, here, so the same text also runs on a caller's own
+connection for transactional enqueue (:meth:`PostgresBackend.enqueue_on`).
+
+Wake-ups: every change that may make a job claimable calls ``pg_notify('duly_<schema>', queue)``
+inside its transaction; :meth:`PostgresBackend.wait_for_work` listens on one dedicated
+connection (outside the pool) and returns as soon as one of its queues is named.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import math
+import zlib
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from duly.backends._sql import load_migrations, load_queries
+from duly.backends.base import Backend
+from duly.errors import BackendUnavailable, ConfigurationError
+from duly.records import (
+    EnqueueResult,
+    JobFilter,
+    JobRecord,
+    NewJob,
+    Outcome,
+    QueueStats,
+    Recovered,
+    StatRow,
+    WorkerRecord,
+)
+
+__all__ = ["PostgresBackend"]
+
+#: The ``jobs`` columns in ``JobRecord`` field order, read through the alias ``j``.
+_COLUMNS: Final = ", ".join(f"j.{field.name}" for field in dataclasses.fields(JobRecord))
+#: Seconds to wait for a connection (connect, or a free one from the pool) before giving up.
+_CONNECT_TIMEOUT: Final = 5.0
+#: Connection failures: the server is down, restarting, or unreachable. Deadlocks and
+#: cancelled statements are OperationalErrors too, but they are bugs, not outages.
+_NOT_OUTAGES: Final = (psycopg.errors.TransactionRollback, psycopg.errors.QueryCanceled)
+
+
+@functools.cache
+def _raw_queries() -> dict[str, str]:
+    """The query file, comment lines removed (so ``%(x)s`` in a comment is not a parameter)."""
+    return {
+        name: "\n".join(
+            line for line in body.splitlines() if not line.lstrip().startswith("--")
+        ).strip()
+        for name, body in load_queries(__name__).items()
+    }
+
+
+def _bind(text: str, schema: sql.Identifier) -> bytes:
+    """Substitute ``{schema}`` and ``{columns}`` in one query; bytes are a psycopg query."""
+    quoted = schema.as_string()
+    return text.replace("{schema}", quoted).replace("{columns}", _COLUMNS).encode()
+
+
+class _Queries:
+    """Every named query of ``queries.sql``, bound to one schema."""
+
+    def __init__(self, schema: str) -> None:
+        identifier = sql.Identifier(schema)
+        self._bound = {name: _bind(text, identifier) for name, text in _raw_queries().items()}
+
+    def __getitem__(self, name: str) -> bytes:
+        return self._bound[name]
+
+
+def _dead_connection(exc: BaseException) -> bool:
+    """True when ``exc`` came from a connection that broke (not from waiting for one)."""
+    cause = exc.__cause__
+    return isinstance(cause, psycopg.OperationalError) and not isinstance(cause, PoolTimeout)
+
+
+def _enqueue_params(jobs: Sequence[NewJob], channel: str) -> dict[str, object]:
+    return {
+        "ids": [j.id for j in jobs],
+        "tasks": [j.task for j in jobs],
+        "queues": [j.queue for j in jobs],
+        "payloads": [bytes(j.payload) for j in jobs],
+        "max_attempts": [int(j.max_attempts) for j in jobs],
+        "keys": [j.key for j in jobs],
+        "priorities": [int(j.priority) for j in jobs],
+        "enqueued_at": [float(j.enqueued_at) for j in jobs],
+        "scheduled_for": [float(j.scheduled_for) for j in jobs],
+        "channel": channel,
+    }
+
+
+def _enqueue_results(jobs: Sequence[NewJob], inserted: list[str]) -> list[EnqueueResult]:
+    fresh = set(inserted)
+    return [EnqueueResult(j.id, deduplicated=j.id not in fresh) for j in jobs]
+
+
+class PostgresBackend:
+    """duly's storage in one PostgreSQL schema (``schema``, created if missing).
+
+    ``url`` is a libpq URL or DSN (``postgresql://user@host:5432/db``). ``open()`` applies the
+    pending migrations unless ``auto_migrate`` is False (then run ``duly migrate`` first).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        schema: str = "duly",
+        *,
+        auto_migrate: bool = True,
+        max_connections: int = 10,
+    ) -> None:
+        try:
+            info = conninfo_to_dict(url)
+        except psycopg.ProgrammingError as exc:
+            raise ConfigurationError(f"invalid PostgreSQL URL: {exc}") from None
+        if not schema or len(schema.encode()) > 58:
+            raise ConfigurationError(f"invalid PostgreSQL schema name {schema!r}")
+        self.url = url
+        self.schema = schema
+        self.auto_migrate = auto_migrate
+        self.channel = f"duly_{schema}"
+        host = info.get("host") or info.get("hostaddr") or "localhost"
+        self._where = f"{host}:{info.get('port') or 5432}/{info.get('dbname') or '?'}"
+        self._max_connections = max_connections
+        # Connection options: autocommit (each statement is its own transaction), a bounded
+        # connect time, and a name that shows in pg_stat_activity unless the URL sets one.
+        self._options: dict[str, Any] = {
+            "autocommit": True,
+            "connect_timeout": int(_CONNECT_TIMEOUT),
+        }
+        if "application_name" not in info:
+            self._options["application_name"] = f"duly/{schema}"
+        self._q = _Queries(schema)
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
+        self._open_lock: asyncio.Lock | None = None
+        # LISTEN side: one connection, one reader task, the waiters it wakes, and the queues
+        # notified while nobody waited on them (the next wait returns at once for those).
+        self._listener: psycopg.AsyncConnection[Any] | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._waiters: dict[asyncio.Event, frozenset[str]] = {}
+        self._missed: set[str] = set()
+        self._listen_lock: asyncio.Lock | None = None
+
+    def __repr__(self) -> str:
+        return f"PostgresBackend({self._where!r}, schema={self.schema!r})"
+
+    # -- errors and connections --------------------------------------------------------------
+    def _unavailable(self, exc: BaseException) -> BackendUnavailable:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return BackendUnavailable(f"PostgreSQL at {self._where} is unavailable: {detail}")
+
+    def _not_migrated(self, exc: BaseException) -> ConfigurationError:
+        return ConfigurationError(
+            f"PostgreSQL schema {self.schema!r} at {self._where} has no duly tables ({exc}): "
+            "run `duly migrate` (or open the app once) before enqueueing on your own connection"
+        )
+
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        """A new connection outside the pool (migrations, LISTEN, drop)."""
+        try:
+            return await psycopg.AsyncConnection.connect(self.url, **self._options)
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from exc
+
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        async with self._open_lock:
+            if self._pool is not None:
+                return
+            if self.auto_migrate:
+                await self.migrate()
+            else:
+                await self._check_schema()
+            pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
+                self.url,
+                min_size=1,
+                max_size=self._max_connections,
+                open=False,
+                kwargs=self._options,
+                timeout=_CONNECT_TIMEOUT,
+                name=f"duly-{self.schema}",
+            )
+            try:
+                await pool.open(wait=True, timeout=_CONNECT_TIMEOUT)
+            except (PoolTimeout, psycopg.OperationalError) as exc:
+                await pool.close()
+                raise self._unavailable(exc) from exc
+            self._pool = pool
+
+    async def close(self) -> None:
+        await self._stop_listener()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    @contextlib.asynccontextmanager
+    async def _conn(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A pooled autocommit connection; outages become BackendUnavailable."""
+        if self._pool is None:
+            await self.open()
+        assert self._pool is not None
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except _NOT_OUTAGES:
+            raise
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise self._unavailable(exc) from exc
+
+    async def _one(
+        self, name: str, params: dict[str, object] | None = None, *, retry: bool = False
+    ) -> tuple[Any, ...] | None:
+        """Run one named statement and return its first row (or None).
+
+        With ``retry``, a statement that met a dead pooled connection (the server restarted
+        since it was opened) is sent once more on a fresh one. Only idempotent statements ask
+        for it: re-running them after an unknown outcome changes nothing.
+        """
+        for attempt in (1, 2):
+            try:
+                async with self._conn() as conn:
+                    cur = await conn.execute(self._q[name], params)
+                    return await cur.fetchone() if cur.description else None
+            except BackendUnavailable as exc:
+                if not retry or attempt == 2 or not _dead_connection(exc):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _all(
+        self, name: str, params: dict[str, object] | None = None
+    ) -> list[tuple[Any, ...]]:
+        """Run one named read-only statement and return every row (retried once, see _one)."""
+        for attempt in (1, 2):
+            try:
+                async with self._conn() as conn:
+                    cur = await conn.execute(self._q[name], params)
+                    return await cur.fetchall()
+            except BackendUnavailable as exc:
+                if attempt == 2 or not _dead_connection(exc):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def migrate(self) -> list[int]:
+        """Apply the pending migrations, one transaction each; return the versions applied.
+
+        Runs under a session advisory lock keyed by the schema name, so processes starting
+        together apply each migration once (the others wait, then find nothing to do).
+        """
+        lock_key = zlib.crc32(f"duly.migrate:{self.schema}".encode())
+        applied: list[int] = []
+        conn = await self._connect()
+        try:
+            await conn.execute("SELECT pg_advisory_lock(%s)", [lock_key])
+            try:
+                await conn.execute(self._q["create_version_table"])
+                cur = await conn.execute(self._q["applied_versions"])
+                done = {row[0] for row in await cur.fetchall()}
+                for migration in load_migrations(__name__):
+                    if migration.version in done:
+                        continue
+                    async with conn.transaction():
+                        await conn.execute(_bind(migration.sql, sql.Identifier(self.schema)))
+                        await conn.execute(
+                            self._q["record_version"],
+                            {"version": migration.version, "title": migration.title},
+                        )
+                    applied.append(migration.version)
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock(%s)", [lock_key])
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from exc
+        finally:
+            await conn.close()
+        return applied
+
+    async def _check_schema(self) -> None:
+        """With auto_migrate off: fail clearly when the schema is missing or behind."""
+        conn = await self._connect()
+        try:
+            table = f"{sql.Identifier(self.schema).as_string()}.schema_version"
+            cur = await conn.execute(self._q["schema_exists"], {"table": table})
+            row = await cur.fetchone()
+            done: set[int] = set()
+            if row and row[0]:
+                cur = await conn.execute(self._q["applied_versions"])
+                done = {r[0] for r in await cur.fetchall()}
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from exc
+        finally:
+            await conn.close()
+        missing = [m.version for m in load_migrations(__name__) if m.version not in done]
+        if missing:
+            raise ConfigurationError(
+                f"PostgreSQL schema {self.schema!r} at {self._where} lacks migrations "
+                f"{missing}: run `duly migrate` (or let duly migrate with auto_migrate=True)"
+            )
+
+    async def ping(self) -> None:
+        await self._one("ping", retry=True)
+
+    async def drop(self) -> None:
+        """Drop the whole schema (``DROP SCHEMA ... CASCADE``): every job, counter, worker."""
+        conn = await self._connect()
+        try:
+            await conn.execute(self._q["drop_schema"])
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from exc
+        finally:
+            await conn.close()
+
+    async def write_raw_payload(self, job_id: str, payload: bytes) -> None:
+        """Testing aid: overwrite a stored payload as is (no validation, no encoding)."""
+        await self._one("write_raw_payload", {"id": job_id, "payload": bytes(payload)})
+
+    # -- producing ---------------------------------------------------------------------------
+    async def enqueue(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
+        if not jobs:
+            return []
+        # Idempotent: a job id already stored is left alone, so a resend after a lost answer
+        # cannot double a job.
+        row = await self._one("enqueue", _enqueue_params(jobs, self.channel), retry=True)
+        assert row is not None
+        return _enqueue_results(jobs, row[0])
+
+    def enqueue_on(
+        self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob]
+    ) -> list[EnqueueResult]:
+        """Insert ``jobs`` with the caller's connection, inside its current transaction.
+
+        Nothing is committed here: the jobs become visible (and idle workers are woken) when
+        the caller commits, and never exist if it rolls back. Needs only the schema, not an
+        opened backend.
+        """
+        if not jobs:
+            return []
+        try:
+            cur = conn.execute(self._q["enqueue"], _enqueue_params(jobs, self.channel))
+            row = cur.fetchone()
+        except psycopg.errors.UndefinedTable as exc:
+            raise self._not_migrated(exc) from exc
+        except _NOT_OUTAGES:
+            raise
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from exc
+        assert row is not None
+        return _enqueue_results(jobs, row[0])
+
+    async def enqueue_on_async(
+        self, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob]
+    ) -> list[EnqueueResult]:
+        """The async twin of :meth:`enqueue_on`, for a ``psycopg.AsyncConnection``."""
+        if not jobs:
+            return []
+        try:
+            cur = await conn.execute(self._q["enqueue"], _enqueue_params(jobs, self.channel))
+            row = await cur.fetchone()
+        except psycopg.errors.UndefinedTable as exc:
+            raise self._not_migrated(exc) from exc
+        except _NOT_OUTAGES:
+            raise
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from exc
+        assert row is not None
+        return _enqueue_results(jobs, row[0])
+
+    # -- consuming ---------------------------------------------------------------------------
+    async def claim(
+        self, worker: str, queues: Sequence[str], limit: int, now: float, lease_until: float
+    ) -> list[JobRecord]:
+        if limit <= 0 or not queues:
+            return []
+        params: dict[str, object] = {
+            "queues": list(queues),
+            "limit": int(limit),
+            "now": float(now),
+            "worker": worker,
+            "lease_until": float(lease_until),
+        }
+        async with self._conn() as conn:
+            cur = await conn.execute(self._q["claim"], params)
+            rows = await cur.fetchall()
+        # RETURNING has no order: restore claim order (queue, priority, position, id).
+        rows.sort(key=lambda r: (r[0], -r[10], r[1], r[2]))
+        return [JobRecord(*row[2:]) for row in rows]
+
+    async def heartbeat(
+        self, worker: str, job_ids: Sequence[str], now: float, lease_until: float
+    ) -> list[str]:
+        params: dict[str, object] = {
+            "worker": worker,
+            "ids": list(job_ids),
+            "now": float(now),
+            "lease_until": float(lease_until),
+        }
+        row = await self._one("heartbeat", params, retry=True)
+        assert row is not None
+        alive = set(row[0])
+        return [job_id for job_id in job_ids if job_id not in alive]
+
+    async def finish(self, worker: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
+        if not outcomes:
+            return []
+        params: dict[str, object] = {
+            "worker": worker,
+            "now": float(now),
+            "minute": int(now // 60),
+            "channel": self.channel,
+            "ids": [o.job_id for o in outcomes],
+            "kinds": [o.kind for o in outcomes],
+            "results": [o.result for o in outcomes],
+            "errors": [o.errors for o in outcomes],
+            "run_at": [None if o.run_at is None else float(o.run_at) for o in outcomes],
+            "expire_at": [None if o.expire_at is None else float(o.expire_at) for o in outcomes],
+        }
+        row = await self._one("finish", params)
+        assert row is not None
+        applied = set(row[0])
+        return [o.job_id in applied for o in outcomes]
+
+    async def promote_due(self, now: float, limit: int) -> tuple[int, float | None]:
+        params: dict[str, object] = {
+            "now": float(now),
+            "limit": max(int(limit), 0),
+            "channel": self.channel,
+        }
+        row = await self._one("promote_due", params, retry=True)
+        assert row is not None
+        return int(row[0]), row[1]
+
+    async def recover(
+        self, now: float, max_lost: int, limit: int, failed_expire_at: float
+    ) -> list[Recovered]:
+        params: dict[str, object] = {
+            "now": float(now),
+            "max_lost": int(max_lost),
+            "limit": max(int(limit), 0),
+            "failed_expire_at": float(failed_expire_at),
+            "minute": int(now // 60),
+            "channel": self.channel,
+        }
+        row = await self._one("recover", params)
+        assert row is not None
+        return [Recovered(i, True) for i in row[0]] + [Recovered(i, False) for i in row[1]]
+
+    async def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
+        wanted = frozenset(queues)
+        if self._missed & wanted:
+            self._missed -= wanted
+            return
+        started = await self._start_listener()
+        if started is None:  # cannot listen (server down?): the poll interval is the fallback
+            await asyncio.sleep(timeout)
+            return
+        if started:  # notifications sent before LISTEN are lost: let the caller look again
+            return
+        event = asyncio.Event()
+        self._waiters[event] = wanted
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            del self._waiters[event]
+
+    async def _start_listener(self) -> bool | None:
+        """Make sure the LISTEN connection runs: True if just started, None if it cannot."""
+        if self._reader is not None and not self._reader.done():
+            return False
+        if self._listen_lock is None:
+            self._listen_lock = asyncio.Lock()
+        async with self._listen_lock:
+            if self._reader is not None and not self._reader.done():
+                return False
+            try:
+                conn = await self._connect()
+            except BackendUnavailable:
+                return None
+            try:
+                await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+            except psycopg.Error:
+                await conn.close()
+                return None
+            self._listener = conn
+            self._reader = asyncio.create_task(self._read_notifies(conn))
+            return True
+
+    async def _read_notifies(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        try:
+            async for notify in conn.notifies():
+                queue = notify.payload
+                woken = False
+                for event, wanted in self._waiters.items():
+                    if queue in wanted:
+                        event.set()
+                        woken = True
+                if not woken:
+                    self._missed.add(queue)
+        except psycopg.Error:
+            pass  # connection lost: waiters wake below, the next wait reconnects
+        finally:
+            for event in self._waiters:
+                event.set()
+            if self._listener is conn:
+                self._listener = None
+            await conn.close()
+
+    async def _stop_listener(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, psycopg.Error):
+                await reader
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await listener.close()
+
+    # -- workers -----------------------------------------------------------------------------
+    async def register_worker(self, worker: str, now: float, info: dict[str, object]) -> None:
+        params: dict[str, object] = {"worker": worker, "now": float(now), "info": Jsonb(info)}
+        await self._one("register_worker", params, retry=True)
+
+    async def unregister_worker(self, worker: str) -> None:
+        await self._one("unregister_worker", {"worker": worker}, retry=True)
+
+    async def workers(self) -> list[WorkerRecord]:
+        rows = await self._all("workers")
+        return [WorkerRecord(r[0], r[1], r[2], dict(r[3])) for r in rows]
+
+    # -- operator actions --------------------------------------------------------------------
+    async def cancel(self, job_id: str, now: float, expire_at: float) -> bool:
+        params: dict[str, object] = {
+            "id": job_id,
+            "now": float(now),
+            "expire_at": float(expire_at),
+        }
+        return await self._one("cancel", params) is not None
+
+    async def retry(self, job_id: str, now: float) -> bool:
+        params: dict[str, object] = {"id": job_id, "now": float(now), "channel": self.channel}
+        row = await self._one("retry", params)
+        assert row is not None
+        return bool(row[0])
+
+    async def purge(self, now: float, limit: int) -> int:
+        params: dict[str, object] = {
+            "now": float(now),
+            "limit": max(int(limit), 0),
+            "oldest_minute": int((now - 86_400) // 60),
+        }
+        row = await self._one("purge", params, retry=True)
+        assert row is not None
+        return int(row[0])
+
+    # -- introspection -----------------------------------------------------------------------
+    async def get_job(self, job_id: str) -> JobRecord | None:
+        row = await self._one("get_job", {"id": job_id}, retry=True)
+        return None if row is None else JobRecord(*row)
+
+    async def list_jobs(self, where: JobFilter, limit: int) -> list[JobRecord]:
+        params: dict[str, object] = {
+            "key": where.key,
+            "status": where.status,
+            "task": where.task,
+            "queue": where.queue,
+            "limit": max(int(limit), 0),
+        }
+        rows = await self._all("list_jobs" if where.key is None else "list_jobs_by_key", params)
+        return [JobRecord(*row) for row in rows]
+
+    async def queue_stats(self) -> list[QueueStats]:
+        rows = await self._all("queue_stats")
+        return [QueueStats(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows]
+
+    async def stats(self, since: float) -> list[StatRow]:
+        first_minute = math.ceil(since / 60)
+        rows = await self._all("stats", {"first_minute": first_minute})
+        return [StatRow(int(r[0]), r[1], r[2], int(r[3]), int(r[4]), int(r[5])) for r in rows]
+
+
+if TYPE_CHECKING:
+
+    def _conforms(backend: PostgresBackend) -> Backend:
+        return backend  # mypy proves PostgresBackend implements the protocol
