@@ -1,0 +1,651 @@
+"""The SQLite backend: duly's embedded default, safe for several processes on one machine.
+
+Every instance owns one connection, created and used only on one dedicated thread (a
+single-thread executor), so the event loop never waits on SQLite; a worker that waits for work
+adds a watcher thread with its own connection (see ``wait_for_work``). The connection is in
+autocommit mode (``isolation_level=None``) and every state change is one explicit
+``BEGIN IMMEDIATE`` transaction: the write lock is taken before the first read, so two
+processes can never claim, finish or recover the same job. The database runs in WAL mode
+(readers never block the writer) with ``synchronous=NORMAL`` (durable against process crashes;
+a power cut may lose the last commits) and a 10 s ``busy_timeout``, beyond which a locked
+database is reported as ``BackendUnavailable``.
+
+SQL lives in ``queries.sql`` (named queries) and ``migrations/`` (applied by ``migrate()``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Final, TypeVar
+
+from duly.backends._sql import load_migrations, load_queries
+from duly.backends.sqlite import _connection
+from duly.backends.sqlite._connection import (
+    ChangeWatcher,
+    connect,
+    is_unavailable,
+    path_from_url,
+    statements,
+    unavailable,
+)
+from duly.errors import BackendUnavailable, ConfigurationError
+from duly.records import (
+    EnqueueResult,
+    JobFilter,
+    JobRecord,
+    NewJob,
+    Outcome,
+    QueueStats,
+    Recovered,
+    StatRow,
+    WorkerRecord,
+)
+
+__all__ = ["SqliteBackend"]
+
+T = TypeVar("T")
+Row = tuple[Any, ...]
+
+#: ``UPDATE ... RETURNING`` appeared in SQLite 3.35.
+MIN_SQLITE: Final = (3, 35, 0)
+_QUERIES: Final = load_queries(__name__)
+_STATS_KIND: Final = {"succeeded": 0, "failed": 1, "retry": 2}
+
+
+def _record(row: Row) -> JobRecord:
+    return JobRecord(*row[:19])
+
+
+class SqliteBackend:
+    """Jobs in one SQLite file (see the module docstring for the concurrency model)."""
+
+    def __init__(self, url: str) -> None:
+        if sqlite3.sqlite_version_info < MIN_SQLITE:
+            raise ConfigurationError(
+                f"the SQLite backend needs SQLite >= 3.35 (UPDATE ... RETURNING); this Python "
+                f"links SQLite {sqlite3.sqlite_version}"
+            )
+        self.url = url
+        self.path = path_from_url(url)
+        self._executor: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None
+        self._open_lock = threading.Lock()
+        # wait_for_work: what had changed when the last claim started (see wait_for_work).
+        self._watcher: ChangeWatcher | None = None
+        self._claim_generation: int | None = None
+        self._claim_version: int | None = None
+        self._local_changes = 0
+        self._claim_local_changes = 0
+        self._waiters: set[asyncio.Future[None]] = set()
+
+    def __repr__(self) -> str:
+        return f"SqliteBackend({self.url!r})"
+
+    # -- plumbing --------------------------------------------------------------------------
+    def _unavailable(self, exc: sqlite3.Error, doing: str) -> BackendUnavailable:
+        return unavailable(exc, self.path, doing, _connection.BUSY_TIMEOUT_MS)
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T], doing: str) -> T:
+        """Run ``fn(connection)`` on the backend's thread; map an unusable database."""
+        executor = self._executor
+        if executor is None:
+            await self.open()
+            executor = self._executor
+            assert executor is not None
+        loop = asyncio.get_running_loop()
+        try:
+            future = loop.run_in_executor(executor, self._call, fn)
+        except RuntimeError as exc:  # executor shut down by a concurrent close()
+            raise BackendUnavailable(f"SQLite backend for {self.path!r} is closed") from exc
+        try:
+            return await future
+        except sqlite3.Error as exc:
+            if is_unavailable(exc):
+                raise self._unavailable(exc, doing) from exc
+            raise
+
+    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._conn is None:  # an earlier open failed (file unreachable): try again
+            self._open_on_thread()
+            assert self._conn is not None
+        return fn(self._conn)
+
+    @staticmethod
+    def _write(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in one BEGIN IMMEDIATE transaction (the database's write lock)."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back
+                    conn.execute("ROLLBACK")
+            raise
+        return result
+
+    async def _transaction(self, fn: Callable[[sqlite3.Connection], T], doing: str) -> T:
+        return await self._run(lambda conn: self._write(conn, fn), doing)
+
+    def _open_on_thread(self) -> list[int]:
+        if self._conn is None:
+            conn = connect(self.path, _connection.BUSY_TIMEOUT_MS)
+            try:
+                applied = self._migrate_on_thread(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+            return applied
+        return self._migrate_on_thread(self._conn)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def open(self) -> None:
+        """Open the connection (on the backend's thread) and apply pending migrations."""
+        with self._open_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="duly-sqlite")
+            executor = self._executor
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(executor, self._open_on_thread)
+        except sqlite3.Error as exc:
+            if is_unavailable(exc):
+                raise self._unavailable(exc, "opening") from exc
+            raise
+
+    async def close(self) -> None:
+        """Close the connection and stop the thread. Idempotent."""
+        with self._open_lock:
+            executor, self._executor = self._executor, None
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher, self._claim_generation = None, None
+        if executor is None:
+            return
+
+        def shut() -> None:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(executor, shut)
+        finally:
+            executor.shutdown(wait=False)
+
+    async def migrate(self) -> list[int]:
+        """Apply pending migrations in one transaction; return the versions applied."""
+        return await self._run(self._migrate_on_thread, "migrating")
+
+    def _migrate_on_thread(self, conn: sqlite3.Connection) -> list[int]:
+        migrations = load_migrations(__name__)
+
+        def apply(conn: sqlite3.Connection) -> list[int]:
+            conn.execute(_QUERIES["migrations_table"])
+            done = {row[0] for row in conn.execute(_QUERIES["migrations_applied"])}
+            applied = []
+            for migration in migrations:
+                if migration.version in done:
+                    continue
+                for statement in statements(migration.sql):
+                    conn.execute(statement)
+                conn.execute(
+                    _QUERIES["migration_record"],
+                    {
+                        "version": migration.version,
+                        "title": migration.title,
+                        "applied_at": time.time(),
+                    },
+                )
+                applied.append(migration.version)
+            return applied
+
+        return self._write(conn, apply)
+
+    async def ping(self) -> None:
+        """Read the database file; raise BackendUnavailable if it cannot be read."""
+        await self._run(lambda conn: conn.execute(_QUERIES["ping"]).fetchone(), "ping")
+
+    async def drop(self) -> None:
+        """Delete every job, counter, worker and queue name (the schema stays)."""
+
+        def drop(conn: sqlite3.Connection) -> None:
+            for statement in statements(_QUERIES["drop"]):
+                conn.execute(statement)
+
+        await self._transaction(drop, "drop")
+
+    # -- producing -------------------------------------------------------------------------
+    async def enqueue(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
+        """Store a batch in one transaction; an id already stored is reported deduplicated."""
+        if not jobs:
+            return []
+        rows = []
+        for job in jobs:
+            scheduled = job.scheduled_for > job.enqueued_at
+            rows.append(
+                {
+                    "id": job.id,
+                    "task": job.task,
+                    "queue": job.queue,
+                    "payload": job.payload,
+                    "max_attempts": job.max_attempts,
+                    "key": job.key,
+                    "priority": job.priority,
+                    "enqueued_at": job.enqueued_at,
+                    "scheduled_for": job.scheduled_for,
+                    "status": "scheduled" if scheduled else "queued",
+                    "position": job.scheduled_for if scheduled else job.enqueued_at,
+                }
+            )
+        ids = json.dumps([job.id for job in jobs])
+        queues = [{"name": name} for name in sorted({job.queue for job in jobs})]
+
+        def enqueue(conn: sqlite3.Connection) -> set[str]:
+            existing = {row[0] for row in conn.execute(_QUERIES["existing_ids"], {"ids": ids})}
+            conn.executemany(_QUERIES["insert_job"], rows)
+            conn.executemany(_QUERIES["insert_queue"], queues)
+            return existing
+
+        existing = await self._transaction(enqueue, "enqueue")
+        results, seen = [], set(existing)
+        for job in jobs:
+            results.append(EnqueueResult(job.id, deduplicated=job.id in seen))
+            seen.add(job.id)
+        self._note_local_change()
+        return results
+
+    # -- consuming -------------------------------------------------------------------------
+    async def claim(
+        self, worker: str, queues: Sequence[str], limit: int, now: float, lease_until: float
+    ) -> list[JobRecord]:
+        """Take up to ``limit`` queued jobs, ``queues`` in order, in one transaction."""
+
+        def claim(conn: sqlite3.Connection) -> tuple[int, list[JobRecord]]:
+            version = conn.execute(_QUERIES["data_version"]).fetchone()[0]
+            claimed: list[JobRecord] = []
+            if limit > 0 and queues:
+                claimed = self._write(
+                    conn, lambda c: self._claim(c, worker, queues, limit, now, lease_until)
+                )
+            return version, claimed
+
+        local = self._local_changes
+        generation = None if self._watcher is None else self._watcher.generation
+        version, claimed = await self._run(claim, "claim")
+        self._claim_version, self._claim_local_changes = version, local
+        self._claim_generation = generation
+        return claimed
+
+    @staticmethod
+    def _claim(
+        conn: sqlite3.Connection,
+        worker: str,
+        queues: Sequence[str],
+        limit: int,
+        now: float,
+        lease_until: float,
+    ) -> list[JobRecord]:
+        claimed: list[JobRecord] = []
+        for queue in dict.fromkeys(queues):
+            wanted = limit - len(claimed)
+            if wanted <= 0:
+                break
+            rows = conn.execute(
+                _QUERIES["claim"],
+                {
+                    "queue": queue,
+                    "limit": wanted,
+                    "now": now,
+                    "worker": worker,
+                    "lease_until": lease_until,
+                },
+            ).fetchall()
+            rows.sort(key=lambda row: (-row[8], row[19], row[0]))
+            claimed.extend(_record(row) for row in rows)
+        return claimed
+
+    async def heartbeat(
+        self, worker: str, job_ids: Sequence[str], now: float, lease_until: float
+    ) -> list[str]:
+        """Mark the worker alive, extend its leases; return the ids it no longer runs."""
+        ids = json.dumps(list(job_ids))
+
+        def beat(conn: sqlite3.Connection) -> set[str]:
+            conn.execute(_QUERIES["touch_worker"], {"worker": worker, "now": now})
+            if not job_ids:
+                return set()
+            rows = conn.execute(
+                _QUERIES["extend_leases"],
+                {"ids": ids, "worker": worker, "lease_until": lease_until},
+            ).fetchall()
+            return {row[0] for row in rows}
+
+        alive = await self._transaction(beat, "heartbeat")
+        return [job_id for job_id in job_ids if job_id not in alive]
+
+    async def finish(self, worker: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
+        """Apply outcomes of jobs still running under ``worker``, in one transaction."""
+        if not outcomes:
+            return []
+        ids = json.dumps([outcome.job_id for outcome in outcomes])
+        minute = int(now // 60)
+
+        def finish(conn: sqlite3.Connection) -> list[bool]:
+            running = {
+                row[0]: (row[1], row[2])
+                for row in conn.execute(_QUERIES["running_under"], {"ids": ids, "worker": worker})
+            }
+            batches: dict[str, list[dict[str, Any]]] = {}
+            counters: dict[tuple[str, str], list[int]] = {}
+            flags = []
+            for outcome in outcomes:
+                where = running.pop(outcome.job_id, None)  # pop: an id applies once
+                flags.append(where is not None)
+                if where is None:
+                    continue
+                name, params = self._outcome_query(outcome, now)
+                batches.setdefault(name, []).append(params)
+                column = _STATS_KIND.get(outcome.kind)
+                if column is not None:
+                    counters.setdefault(where, [0, 0, 0])[column] += 1
+            for name, params_list in batches.items():
+                conn.executemany(_QUERIES[name], params_list)
+            self._bump_stats(conn, minute, counters)
+            return flags
+
+        flags = await self._transaction(finish, "finish")
+        if any(o.kind == "release" for o, ok in zip(outcomes, flags, strict=True) if ok):
+            self._note_local_change()
+        return flags
+
+    @staticmethod
+    def _outcome_query(outcome: Outcome, now: float) -> tuple[str, dict[str, Any]]:
+        job_id, kind = outcome.job_id, outcome.kind
+        if kind == "succeeded":
+            return "finish_succeeded", {
+                "id": job_id,
+                "now": now,
+                "result": outcome.result,
+                "expire_at": outcome.expire_at,
+            }
+        if kind == "failed":
+            return "finish_failed", {
+                "id": job_id,
+                "now": now,
+                "errors": outcome.errors,
+                "expire_at": outcome.expire_at,
+            }
+        run_at = now if outcome.run_at is None else outcome.run_at
+        if kind == "retry":
+            return "finish_retry", {
+                "id": job_id,
+                "errors": outcome.errors,
+                "run_at": run_at,
+                "expire_at": outcome.expire_at,
+            }
+        if kind == "release":
+            if run_at <= now:
+                return "finish_release_now", {"id": job_id}
+            return "finish_release_later", {"id": job_id, "run_at": run_at}
+        raise ValueError(f"unknown outcome kind {kind!r}")
+
+    @staticmethod
+    def _bump_stats(
+        conn: sqlite3.Connection, minute: int, counters: dict[tuple[str, str], list[int]]
+    ) -> None:
+        if counters:
+            conn.executemany(
+                _QUERIES["bump_stats"],
+                [
+                    {
+                        "minute": minute,
+                        "task": task,
+                        "queue": queue,
+                        "succeeded": counts[0],
+                        "failed": counts[1],
+                        "retried": counts[2],
+                    }
+                    for (task, queue), counts in counters.items()
+                ],
+            )
+
+    async def promote_due(self, now: float, limit: int) -> tuple[int, float | None]:
+        """Queue up to ``limit`` due scheduled/retrying jobs; return (moved, next due time)."""
+
+        def promote(conn: sqlite3.Connection) -> tuple[int, float | None]:
+            moved = 0
+            if limit > 0:
+                moved = conn.execute(_QUERIES["promote_due"], {"now": now, "limit": limit}).rowcount
+            earliest = conn.execute(_QUERIES["next_due"]).fetchone()[0]
+            return moved, earliest
+
+        moved, earliest = await self._transaction(promote, "promote_due")
+        if moved:
+            self._note_local_change()
+        return moved, earliest
+
+    async def recover(
+        self, now: float, max_lost: int, limit: int, failed_expire_at: float
+    ) -> list[Recovered]:
+        """Recover running jobs whose lease lapsed, each exactly once (one transaction)."""
+        minute = int(now // 60)
+
+        def recover(conn: sqlite3.Connection) -> list[Recovered]:
+            rows = conn.execute(_QUERIES["lapsed"], {"now": now, "limit": limit}).fetchall()
+            requeue, quarantine, recovered = [], [], []
+            counters: dict[tuple[str, str], list[int]] = {}
+            for job_id, task, queue, lost in rows:
+                if lost + 1 < max_lost:
+                    requeue.append({"id": job_id})
+                    recovered.append(Recovered(job_id, requeued=True))
+                else:
+                    quarantine.append(
+                        {
+                            "id": job_id,
+                            "now": now,
+                            "expire_at": failed_expire_at,
+                            "message": f"lost its worker {lost + 1} times",
+                        }
+                    )
+                    recovered.append(Recovered(job_id, requeued=False))
+                    counters.setdefault((task, queue), [0, 0, 0])[1] += 1
+            conn.executemany(_QUERIES["requeue_lost"], requeue)
+            conn.executemany(_QUERIES["quarantine_lost"], quarantine)
+            self._bump_stats(conn, minute, counters)
+            return recovered
+
+        if limit <= 0:
+            return []
+        recovered = await self._transaction(recover, "recover")
+        if any(item.requeued for item in recovered):
+            self._note_local_change()
+        return recovered
+
+    async def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
+        """Return once another connection committed since the last claim began, or this
+        instance made jobs claimable, or after ``timeout``.
+
+        A watcher thread polls ``PRAGMA data_version`` every ``POLL_INTERVAL`` (no server to
+        notify us); the event loop just sleeps on a future. Queues are not told apart and any
+        commit counts, so a wake-up may be spurious; each change wakes one wait, not every
+        later one, so waiting again without claiming does not spin.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout, 0.0)
+        if self._executor is None:
+            await self.open()  # the watcher must never be the one creating the file
+        watcher = self._watcher
+        if watcher is None:
+            watcher = self._watcher = ChangeWatcher(self.path)
+            await loop.run_in_executor(None, watcher.start)
+        baseline, local = self._claim_generation, self._claim_local_changes
+        if baseline is None:  # the last claim (if any) predates the watcher: ask the writer
+            baseline = watcher.generation
+            if self._claim_version is not None:
+                version = await self._run(self._data_version, "wait_for_work")
+                if version != self._claim_version:
+                    baseline = -1
+        while self._local_changes == local and watcher.generation == baseline:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            future: asyncio.Future[None] = loop.create_future()
+            self._waiters.add(future)
+            watcher.listen(loop, future)
+            try:
+                if self._local_changes == local and watcher.generation == baseline:
+                    await asyncio.wait({future}, timeout=remaining)
+            finally:
+                self._waiters.discard(future)
+                watcher.unlisten(loop, future)
+        # Consume what woke us: the next wait (without a claim) waits for something newer.
+        self._claim_generation, self._claim_version = watcher.generation, None
+        self._claim_local_changes = self._local_changes
+
+    @staticmethod
+    def _data_version(conn: sqlite3.Connection) -> int:
+        value: int = conn.execute(_QUERIES["data_version"]).fetchone()[0]
+        return value
+
+    def _note_local_change(self) -> None:
+        """This instance made jobs claimable: wake its own waiters at once."""
+        self._local_changes += 1
+        for future in self._waiters:
+            if not future.done():
+                future.set_result(None)
+
+    # -- workers ---------------------------------------------------------------------------
+    async def register_worker(self, worker: str, now: float, info: dict[str, object]) -> None:
+        """Announce (or re-announce) a worker process."""
+        params = {"worker": worker, "now": now, "info": json.dumps(info, default=str)}
+        await self._transaction(
+            lambda conn: conn.execute(_QUERIES["register_worker"], params), "register_worker"
+        )
+
+    async def unregister_worker(self, worker: str) -> None:
+        """Remove a worker that stopped cleanly."""
+        await self._transaction(
+            lambda conn: conn.execute(_QUERIES["unregister_worker"], {"worker": worker}),
+            "unregister_worker",
+        )
+
+    async def workers(self) -> list[WorkerRecord]:
+        """Registered workers by id."""
+        rows = await self._run(
+            lambda conn: conn.execute(_QUERIES["list_workers"]).fetchall(), "workers"
+        )
+        return [WorkerRecord(row[0], row[1], row[2], json.loads(row[3])) for row in rows]
+
+    # -- operator actions ------------------------------------------------------------------
+    async def cancel(self, job_id: str, now: float, expire_at: float) -> bool:
+        """Cancel an active job; False if it is finished or unknown."""
+        params = {"id": job_id, "now": now, "expire_at": expire_at}
+        count = await self._transaction(
+            lambda conn: conn.execute(_QUERIES["cancel"], params).rowcount, "cancel"
+        )
+        return count > 0
+
+    async def retry(self, job_id: str, now: float) -> bool:
+        """Re-queue a failed or cancelled job with fresh attempts."""
+        count = await self._transaction(
+            lambda conn: conn.execute(_QUERIES["retry"], {"id": job_id, "now": now}).rowcount,
+            "retry",
+        )
+        if count:
+            self._note_local_change()
+        return count > 0
+
+    async def purge(self, now: float, limit: int) -> int:
+        """Delete up to ``limit`` expired finished jobs and counter buckets older than 24 h."""
+        old_minute = math.floor((now - 86_400) / 60)
+
+        def purge(conn: sqlite3.Connection) -> int:
+            deleted = 0
+            if limit > 0:
+                deleted = conn.execute(
+                    _QUERIES["purge_jobs"], {"now": now, "limit": limit}
+                ).rowcount
+            conn.execute(_QUERIES["purge_stats"], {"minute": old_minute})
+            return deleted
+
+        return await self._transaction(purge, "purge")
+
+    async def write_raw_payload(self, job_id: str, payload: bytes) -> None:
+        """Testing aid: overwrite a stored payload as is (to test corrupt input)."""
+        params = {"id": job_id, "payload": payload}
+        await self._transaction(
+            lambda conn: conn.execute(_QUERIES["write_raw_payload"], params), "write_raw_payload"
+        )
+
+    # -- introspection ---------------------------------------------------------------------
+    async def get_job(self, job_id: str) -> JobRecord | None:
+        """One job by id, or None."""
+        row = await self._run(
+            lambda conn: conn.execute(_QUERIES["get_job"], {"id": job_id}).fetchone(), "get_job"
+        )
+        return None if row is None else _record(row)
+
+    async def list_jobs(self, where: JobFilter, limit: int) -> list[JobRecord]:
+        """Jobs matching ``where``, newest first; by key or status through their index."""
+        if limit <= 0:
+            return []
+        params: dict[str, Any] = {
+            "key": where.key,
+            "status": where.status,
+            "task": where.task,
+            "queue": where.queue,
+            "limit": limit,
+        }
+        if where.key is not None:
+            name = "list_jobs_by_key"
+        elif where.status is not None:
+            name = "list_jobs_by_status"
+        else:
+            name = "list_jobs"
+        query = _QUERIES[name]
+        rows = await self._run(lambda conn: conn.execute(query, params).fetchall(), "list_jobs")
+        return [_record(row) for row in rows]
+
+    async def queue_stats(self) -> list[QueueStats]:
+        """Every queue ever enqueued to, with its active counts, by name."""
+
+        def read(conn: sqlite3.Connection) -> tuple[list[Row], list[Row]]:
+            conn.execute("BEGIN")  # one snapshot for both reads
+            try:
+                names = conn.execute(_QUERIES["queue_names"]).fetchall()
+                counts = conn.execute(_QUERIES["queue_counts"]).fetchall()
+            finally:
+                conn.execute("COMMIT")
+            return names, counts
+
+        names, counts = await self._run(read, "queue_stats")
+        by_name = {row[0]: QueueStats(row[0]) for row in names}
+        for queue, status, count in counts:
+            stats = by_name.setdefault(queue, QueueStats(queue))
+            if status == "queued":
+                stats.queued += count
+            elif status == "running":
+                stats.running += count
+            else:
+                stats.scheduled += count
+        return [by_name[name] for name in sorted(by_name)]
+
+    async def stats(self, since: float) -> list[StatRow]:
+        """Per-minute counters of minutes starting at or after ``since``."""
+        first = math.ceil(since / 60)
+        rows = await self._run(
+            lambda conn: conn.execute(_QUERIES["stats_since"], {"minute": first}).fetchall(),
+            "stats",
+        )
+        return [StatRow(*row) for row in rows]

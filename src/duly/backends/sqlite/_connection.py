@@ -1,0 +1,185 @@
+"""SQLite plumbing for SqliteBackend: URLs, connections, error mapping, the change watcher."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterator
+from typing import Final
+from urllib.parse import unquote, urlsplit
+
+from duly.errors import BackendUnavailable, ConfigurationError
+
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "POLL_INTERVAL",
+    "ChangeWatcher",
+    "connect",
+    "is_unavailable",
+    "path_from_url",
+    "statements",
+    "unavailable",
+]
+
+#: How long a statement waits for another process's write lock before giving up.
+BUSY_TIMEOUT_MS: Final = 10_000
+#: How often a waiting worker asks SQLite whether another connection committed.
+POLL_INTERVAL: Final = 0.02
+
+# Primary result codes that mean "the database cannot be used right now" rather than a bug.
+_UNAVAILABLE_CODES: Final = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_PROTOCOL,
+        sqlite3.SQLITE_NOTADB,
+        sqlite3.SQLITE_CORRUPT,
+        sqlite3.SQLITE_PERM,
+        sqlite3.SQLITE_AUTH,
+        sqlite3.SQLITE_NOLFS,
+    }
+)
+_LOCKED: Final = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+
+
+def path_from_url(url: str) -> str:
+    """``sqlite:///rel/path.db`` -> ``rel/path.db``; ``sqlite:////abs.db`` -> ``/abs.db``."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "sqlite" or parts.netloc or not parts.path.startswith("/"):
+        raise ConfigurationError(
+            f"invalid SQLite URL {url!r}: use sqlite:///relative/path.db or "
+            "sqlite:////absolute/path.db"
+        )
+    path = unquote(parts.path[1:])
+    if not path:
+        raise ConfigurationError(f"invalid SQLite URL {url!r}: no database path")
+    return path
+
+
+def statements(script: str) -> Iterator[str]:
+    """Split ``script`` into complete statements (SQLite's tokenizer skips ``;`` in comments)."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            yield buffer.strip()
+            buffer = ""
+    rest = "\n".join(
+        line for line in buffer.splitlines() if line.strip() and not line.strip().startswith("--")
+    )
+    if rest:
+        raise ValueError(f"incomplete SQL statement: {rest[:80]!r}")
+
+
+def connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
+    """An autocommit connection in WAL mode with a busy timeout (call on the owning thread)."""
+    conn = sqlite3.connect(
+        path, timeout=busy_timeout_ms / 1000, isolation_level=None, cached_statements=256
+    )
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() not in ("wal", "memory"):
+            raise BackendUnavailable(
+                f"SQLite database {path!r}: cannot switch to WAL mode (got {mode!r})"
+            )
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA temp_store = MEMORY")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def is_unavailable(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` means the database cannot be used (locked, unopenable, I/O...)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:  # raised by the sqlite3 module itself (closed connection...)
+        return isinstance(exc, sqlite3.ProgrammingError | sqlite3.OperationalError)
+    return code & 0xFF in _UNAVAILABLE_CODES
+
+
+def unavailable(
+    exc: sqlite3.Error, path: str, doing: str, busy_timeout_ms: int
+) -> BackendUnavailable:
+    """A BackendUnavailable naming the file and what went wrong."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in _LOCKED:
+        hint = f"database is locked: another process held it for over {busy_timeout_ms / 1000:g} s"
+    else:
+        hint = str(exc)
+    return BackendUnavailable(f"SQLite database {path!r} unavailable ({doing}): {hint}")
+
+
+class ChangeWatcher:
+    """A thread that polls ``PRAGMA data_version`` on its own connection.
+
+    ``data_version`` changes when another connection (any process, or this process's writer)
+    commits; each change bumps ``generation`` and wakes the registered futures. The event loop
+    only sleeps on a future, so an idle worker costs one cheap query per ``POLL_INTERVAL``.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.generation = 0
+        self._lock = threading.Lock()
+        self._listeners: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
+        self._stop = threading.Event()
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="duly-sqlite-watch", daemon=True)
+
+    def start(self) -> None:
+        """Start polling; returns once the first version is read (or the read failed)."""
+        self._thread.start()
+        self._started.wait(5)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def listen(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> None:
+        with self._lock:
+            self._listeners.add((loop, future))
+
+    def unlisten(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> None:
+        with self._lock:
+            self._listeners.discard((loop, future))
+
+    def _run(self) -> None:
+        conn: sqlite3.Connection | None = None
+        last: int | None = None
+        try:
+            while not self._stop.is_set():
+                try:
+                    if conn is None:
+                        conn = sqlite3.connect(self.path, timeout=1.0, isolation_level=None)
+                    version = conn.execute("PRAGMA data_version").fetchone()[0]
+                except sqlite3.Error:  # the writer reports outages; keep trying quietly
+                    version = None
+                if version is not None and last is not None and version != last:
+                    self._changed()
+                last = version if version is not None else last
+                self._started.set()
+                self._stop.wait(POLL_INTERVAL)
+        finally:
+            self._started.set()
+            if conn is not None:
+                conn.close()
+
+    def _changed(self) -> None:
+        with self._lock:
+            self.generation += 1
+            listeners = list(self._listeners)
+        for loop, future in listeners:
+            with contextlib.suppress(RuntimeError):  # that loop is closed
+                loop.call_soon_threadsafe(_resolve, future)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -1,0 +1,274 @@
+-- Named queries of the SQLite backend (parsed by duly.backends._sql.load_queries).
+--
+-- Every write query runs inside one BEGIN IMMEDIATE transaction opened by SqliteBackend, so a
+-- state change is atomic and two processes never act on the same row: BEGIN IMMEDIATE takes the
+-- database's single write lock before the first read, and the partial indexes of
+-- migrations/0001_initial.sql keep each hot statement proportional to the rows it changes.
+-- Hot statements name their index (INDEXED BY): without ANALYZE statistics SQLite may pick
+-- another index, and a plan must never depend on how many rows are not due/running/expired.
+-- Lists of ids are passed as one JSON array parameter and read with json_each(), so a batch is
+-- one statement, not N round trips. Job columns are always selected in JobRecord field order.
+
+-- name: migrations_table
+CREATE TABLE IF NOT EXISTS duly_migrations (
+    version    INTEGER PRIMARY KEY,
+    title      TEXT NOT NULL,
+    applied_at REAL NOT NULL
+);
+
+-- name: migrations_applied
+SELECT version FROM duly_migrations ORDER BY version;
+
+-- name: migration_record
+INSERT INTO duly_migrations (version, title, applied_at) VALUES (:version, :title, :applied_at);
+
+-- name: ping
+SELECT count(*) FROM duly_migrations;
+
+-- name: data_version
+PRAGMA data_version;
+
+-- name: existing_ids
+-- Which of the ids (JSON array) are already stored: enqueue reports them as deduplicated.
+SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: insert_job
+INSERT INTO jobs (
+    id, task, queue, payload, status, attempts, max_attempts, key, priority,
+    enqueued_at, scheduled_for, lost, position
+) VALUES (
+    :id, :task, :queue, :payload, :status, 0, :max_attempts, :key, :priority,
+    :enqueued_at, :scheduled_for, 0, :position
+)
+ON CONFLICT (id) DO NOTHING;
+
+-- name: insert_queue
+INSERT INTO queues (name) VALUES (:name) ON CONFLICT (name) DO NOTHING;
+
+-- name: claim
+-- Take up to :limit queued jobs of one queue in claim order (jobs_claim index) and start them.
+-- RETURNING order is unspecified, so `position` is returned too and the caller sorts.
+-- RETURNING yields REAL columns holding whole numbers as integers (SQLite stores them so), hence
+-- the CASTs that keep every time a float as in JobRecord.
+UPDATE jobs
+SET status = 'running',
+    attempts = attempts + 1,
+    started_at = :now,
+    worker = :worker,
+    lease_until = :lease_until,
+    finished_at = NULL,
+    result = NULL
+WHERE id IN (
+    SELECT id FROM jobs INDEXED BY jobs_claim
+    WHERE status = 'queued' AND queue = :queue
+    ORDER BY priority DESC, position, id
+    LIMIT :limit
+)
+RETURNING id, task, queue, payload, status, attempts, max_attempts, key, priority,
+          CAST(enqueued_at AS REAL), CAST(scheduled_for AS REAL), CAST(started_at AS REAL),
+          CAST(finished_at AS REAL), result, errors, worker, CAST(lease_until AS REAL), lost,
+          CAST(expire_at AS REAL), position;
+
+-- name: touch_worker
+-- Heartbeat: the worker is alive (re-registers it if its row was removed).
+INSERT INTO workers (id, started_at, last_seen, info) VALUES (:worker, :now, :now, '{}')
+ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen;
+
+-- name: extend_leases
+-- Heartbeat: extend the leases of the given jobs (JSON array) still running under :worker.
+UPDATE jobs SET lease_until = :lease_until
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND status = 'running' AND worker = :worker
+RETURNING id;
+
+-- name: running_under
+-- finish: which of the ids (JSON array) still run under :worker; only those outcomes apply.
+SELECT id, task, queue FROM jobs
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND status = 'running' AND worker = :worker;
+
+-- name: finish_succeeded
+UPDATE jobs
+SET status = 'succeeded', finished_at = :now, result = :result, expire_at = :expire_at,
+    lease_until = NULL
+WHERE id = :id;
+
+-- name: finish_failed
+UPDATE jobs
+SET status = 'failed', finished_at = :now, errors = :errors, expire_at = :expire_at,
+    lease_until = NULL
+WHERE id = :id;
+
+-- name: finish_retry
+-- A failed attempt with attempts left: `retrying` until :run_at (promote_due re-queues it).
+UPDATE jobs
+SET status = 'retrying', errors = :errors, scheduled_for = :run_at, expire_at = :expire_at,
+    worker = NULL, lease_until = NULL
+WHERE id = :id;
+
+-- name: finish_release_now
+-- Handed back without charging the attempt: head of its queue (position below any real time).
+UPDATE jobs
+SET status = 'queued', attempts = max(attempts - 1, 0), position = enqueued_at - 1e12,
+    worker = NULL, lease_until = NULL
+WHERE id = :id;
+
+-- name: finish_release_later
+UPDATE jobs
+SET status = 'scheduled', attempts = max(attempts - 1, 0), scheduled_for = :run_at,
+    worker = NULL, lease_until = NULL
+WHERE id = :id;
+
+-- name: bump_stats
+-- Add to one (minute, task, queue) counter bucket; run in the transaction that applied them.
+INSERT INTO stats (minute, task, queue, succeeded, failed, retried)
+VALUES (:minute, :task, :queue, :succeeded, :failed, :retried)
+ON CONFLICT (minute, task, queue) DO UPDATE SET
+    succeeded = succeeded + excluded.succeeded,
+    failed = failed + excluded.failed,
+    retried = retried + excluded.retried;
+
+-- name: promote_due
+-- Move up to :limit due scheduled/retrying jobs to their queue, ordered by due time (jobs_due
+-- index: reads only the due rows). They queue by the time they became due.
+UPDATE jobs SET status = 'queued', position = scheduled_for
+WHERE id IN (
+    SELECT id FROM jobs INDEXED BY jobs_due
+    WHERE status IN ('scheduled', 'retrying') AND scheduled_for <= :now
+    ORDER BY scheduled_for
+    LIMIT :limit
+);
+
+-- name: next_due
+SELECT min(scheduled_for) FROM jobs INDEXED BY jobs_due
+WHERE status IN ('scheduled', 'retrying');
+
+-- name: lapsed
+-- recover: running jobs whose lease lapsed before :now, oldest lease first (jobs_lease index).
+SELECT id, task, queue, lost FROM jobs INDEXED BY jobs_lease
+WHERE status = 'running' AND lease_until < :now
+ORDER BY lease_until
+LIMIT :limit;
+
+-- name: requeue_lost
+-- recover below max_lost: head of its queue, worker cleared, attempts kept.
+UPDATE jobs
+SET status = 'queued', lost = lost + 1, position = enqueued_at - 1e12,
+    worker = NULL, lease_until = NULL
+WHERE id = :id;
+
+-- name: quarantine_lost
+-- recover at max_lost: failed, with a LostWorker error appended to the JSON history (a
+-- history that is not valid JSON is replaced rather than blocking the recovery).
+UPDATE jobs
+SET status = 'failed', lost = lost + 1, finished_at = :now, expire_at = :expire_at,
+    lease_until = NULL,
+    errors = CAST(json_insert(
+        CASE WHEN json_valid(CAST(errors AS TEXT)) AND json_type(CAST(errors AS TEXT)) = 'array'
+             THEN CAST(errors AS TEXT) ELSE '[]' END,
+        '$[#]',
+        json_object('type', 'LostWorker', 'message', :message, 'traceback', '',
+                    'at', :now, 'attempt', attempts)
+    ) AS BLOB)
+WHERE id = :id;
+
+-- name: register_worker
+INSERT INTO workers (id, started_at, last_seen, info) VALUES (:worker, :now, :now, :info)
+ON CONFLICT (id) DO UPDATE SET
+    started_at = excluded.started_at, last_seen = excluded.last_seen, info = excluded.info;
+
+-- name: unregister_worker
+DELETE FROM workers WHERE id = :worker;
+
+-- name: list_workers
+SELECT id, started_at, last_seen, info FROM workers ORDER BY id;
+
+-- name: cancel
+UPDATE jobs
+SET status = 'cancelled', finished_at = :now, expire_at = :expire_at, lease_until = NULL
+WHERE id = :id AND status IN ('scheduled', 'queued', 'running', 'retrying');
+
+-- name: retry
+-- Re-queue a failed/cancelled job at the tail of its queue with fresh attempts; errors kept.
+UPDATE jobs
+SET status = 'queued', attempts = 0, lost = 0, finished_at = NULL, result = NULL,
+    expire_at = NULL, worker = NULL, lease_until = NULL, position = :now
+WHERE id = :id AND status IN ('failed', 'cancelled');
+
+-- name: purge_jobs
+-- Retention: finished jobs whose expire_at passed, oldest first (jobs_expire index).
+DELETE FROM jobs
+WHERE id IN (
+    SELECT id FROM jobs INDEXED BY jobs_expire
+    WHERE expire_at <= :now AND status IN ('succeeded', 'failed', 'cancelled')
+    ORDER BY expire_at
+    LIMIT :limit
+);
+
+-- name: purge_stats
+DELETE FROM stats WHERE minute < :minute;
+
+-- name: get_job
+SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
+       enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
+       lease_until, lost, expire_at
+FROM jobs WHERE id = :id;
+
+-- name: list_jobs_by_key
+-- One key's jobs, newest first, through the jobs_key index only.
+SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
+       enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
+       lease_until, lost, expire_at
+FROM jobs INDEXED BY jobs_key
+WHERE key = :key
+  AND (:status IS NULL OR status = :status)
+  AND (:task IS NULL OR task = :task)
+  AND (:queue IS NULL OR queue = :queue)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: list_jobs_by_status
+-- One state's jobs, newest first, through the jobs_status index.
+SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
+       enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
+       lease_until, lost, expire_at
+FROM jobs INDEXED BY jobs_status
+WHERE status = :status
+  AND (:task IS NULL OR task = :task)
+  AND (:queue IS NULL OR queue = :queue)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: list_jobs
+-- Any state: walks the primary key newest first, filtering as it goes.
+SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
+       enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
+       lease_until, lost, expire_at
+FROM jobs
+WHERE (:task IS NULL OR task = :task)
+  AND (:queue IS NULL OR queue = :queue)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: queue_names
+SELECT name FROM queues ORDER BY name;
+
+-- name: queue_counts
+-- Active jobs per (queue, status): reads only active rows of the jobs_status index.
+SELECT queue, status, count(*) FROM jobs
+WHERE status IN ('scheduled', 'queued', 'running', 'retrying')
+GROUP BY queue, status;
+
+-- name: stats_since
+SELECT minute, task, queue, succeeded, failed, retried FROM stats
+WHERE minute >= :minute
+ORDER BY minute, task, queue;
+
+-- name: write_raw_payload
+UPDATE jobs SET payload = :payload WHERE id = :id;
+
+-- name: drop
+DELETE FROM jobs;
+DELETE FROM stats;
+DELETE FROM workers;
+DELETE FROM queues;
