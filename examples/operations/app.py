@@ -16,13 +16,13 @@ Run it: ``python -m examples.operations.app`` (add DULY_URL to use Redis or Post
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 from datetime import timedelta
 from typing import Any
 
 import duly
+import duly.testing
 
 app = duly.App(os.environ.get("DULY_URL", "sqlite:///operations.db"))
 
@@ -90,17 +90,6 @@ def counters(minutes: int = 1440) -> dict[str, int]:
     }
 
 
-def run_worker_until_idle() -> None:
-    """Run a worker in this process until no operation is left (the demo's worker)."""
-    worker = app.worker(concurrency=4, burst=True, install_signal_handlers=False)
-
-    async def run() -> None:
-        await worker.run()
-        await app.aclose()
-
-    asyncio.run(run())
-
-
 def main() -> None:
     links = [
         {"id": 456, "upstream": "octo/widget", "fork": "me/widget"},
@@ -109,7 +98,7 @@ def main() -> None:
     ]
     ops = [start_operation(link, "AUTOMATIC") for link in links]
     ops.append(start_operation(links[0], "MANUAL"))
-    run_worker_until_idle()
+    duly.testing.run_jobs(app, ops, concurrency=4)  # in production: duly worker ...
     for op in ops:
         print(op, operation_status(op))
     print("link 456 history:", link_history(456))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from typing import Any
 
 from duly.app import App
 from duly.context import current_job
@@ -26,7 +27,7 @@ class CardDeclined(ValueError):
     """The (simulated) card was declined."""
 
 
-def build_app(url: str | None = None) -> tuple[App, dict[str, Task[..., object]]]:
+def build_app(url: str | None = None) -> tuple[App, dict[str, Task[..., Any]]]:
     """The demo App on ``url`` (default: $DULY_URL, then sqlite:///duly.db) and its tasks."""
     app = App(url)
 
@@ -56,7 +57,7 @@ def build_app(url: str | None = None) -> tuple[App, dict[str, Task[..., object]]
         await asyncio.sleep(0.05)
         return f"reminder sent to user {user_id}"
 
-    tasks: dict[str, Task[..., object]] = {
+    tasks: dict[str, Task[..., Any]] = {
         "make_thumbnail": make_thumbnail,
         "send_welcome_email": send_welcome_email,
         "sync_payments": sync_payments,

@@ -29,7 +29,8 @@ links = [
 ids = [ops.start_operation(link, "AUTOMATIC") for link in links]
 ids.append(ops.start_operation(links[0], "MANUAL"))
 before = ops.operation_status(ids[0])
-ops.run_worker_until_idle()
+import duly.testing
+duly.testing.run_jobs(ops.app, ids)
 print(json.dumps({
     "ids": ids,
     "before": before,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from duly.cli.common import cli
 from duly.cli.demo import demo
 from duly.cli.inspect import cancel, jobs, migrate, queues, retry, stats, status, workers
@@ -21,4 +19,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

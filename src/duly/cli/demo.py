@@ -77,7 +77,7 @@ def demo(url: str | None, count: int) -> None:
         "1 flaky sync, 1 doomed charge, 3 delayed reminders\n"
     )
 
-    worker = app.worker(concurrency=8, burst=True, lease=10, install_signal_handlers=False)
+    worker = app.worker(concurrency=8, lease=10, install_signal_handlers=False)
     progress = Progress(
         TextColumn("[bold]jobs finished"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
     )

@@ -69,7 +69,7 @@ class Worker:
     ``queues`` are tried in order (earlier first); ``concurrency`` jobs run at once; ``lease``
     is how long a job may go without a heartbeat before another process recovers it (>= 2 s);
     ``grace`` is how long a graceful stop waits for running jobs; ``burst`` stops the worker
-    once no job is queued, due or running here.
+    once no job is queued, due or running here (jobs due later are left for later).
     """
 
     def __init__(
@@ -246,7 +246,10 @@ class Worker:
         return self.poll
 
     def _idle(self) -> bool:
-        return not self._running and not self._unacked and self._next_due is None
+        """Nothing running or unreported here, and no scheduled/retrying job due yet."""
+        if self._running or self._unacked:
+            return False
+        return self._next_due is None or self._next_due > self.app.clock.now()
 
     async def _wait_any(self, coro: Any, timeout: float | None) -> None:
         """Await ``coro`` but return at once when a stop is requested."""

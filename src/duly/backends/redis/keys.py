@@ -1,0 +1,111 @@
+"""The Redis keyspace: the only place (on the Python side) where key strings are formed.
+
+Every key starts with ``{<namespace>}:``; the braces are a Redis Cluster hash tag, so all of a
+namespace lives in one slot and every Lua script may touch any of its keys atomically.
+
+======================  ======  ================================================================
+key                     type    content
+======================  ======  ================================================================
+``j:<id>``              hash    one job (fields below); absent optional fields mean ``None``/0
+``q:<queue>``           zset    ready (``queued``) ids; score = ``ready_score`` (see below)
+``due``                 zset    ``scheduled`` and ``retrying`` ids; score = ``scheduled_for``
+``run``                 zset    ``running`` ids; score = ``lease_until``
+``all``                 zset    every stored id, score 0: lexical order = id order = age
+``k:<key>``             zset    ids enqueued with ``key``, score 0 (newest first = ZREVRANGE)
+``s:<status>``          zset    ids of finished jobs (succeeded / failed / cancelled), score 0
+``exp``                 zset    finished ids with an ``expire_at``; score = ``expire_at``
+``queues``              set     every queue name ever enqueued to
+``qc``                  hash    ``<queue>\\x1fs`` = scheduled+retrying count, ``<queue>\\x1fr``
+                                = running count (kept by the scripts; queued = ZCARD q:<queue>)
+``c:<minute>``          hash    ``<task>\\x1f<queue>\\x1f<s|f|r>`` -> count (succeeded, failed,
+                                retried) for that minute (POSIX seconds // 60); EXPIRE 25 h
+``cm``                  zset    minutes that have a counter bucket; score = minute
+``w``                   zset    registered workers; score = last seen (register, heartbeat)
+``wi``                  hash    worker id -> JSON ``{"s": started_at, "i": info}``
+``wake`` (channel)      pubsub  a queue name is published when a job may be claimable in it
+======================  ======  ================================================================
+
+Job hash fields (one letter each, to keep a queued job small): ``t`` task, ``q`` queue, ``p``
+payload (raw bytes), ``s`` status, ``a`` attempts, ``m`` max_attempts, ``k`` key, ``r`` priority,
+``e`` enqueued_at, ``d`` scheduled_for (only stored for jobs that were scheduled), ``b`` started
+at, ``f`` finished_at, ``o`` result (raw bytes), ``x`` errors (raw JSON list), ``w`` worker,
+``l`` lease_until, ``n`` lost, ``z`` expire_at. Times are Python ``repr(float)`` strings, so they
+read back exactly.
+
+Invariants every script keeps: a job is ``queued`` iff its id is in exactly one ``q:<queue>``;
+``scheduled``/``retrying`` iff in ``due``; ``running`` iff in ``run`` (with ``w`` = its worker);
+finished iff in ``s:<status>``. Every job is in ``all`` and, with a key, in ``k:<key>``.
+
+Ready score: ``-priority * 2**42 + ms`` with ``priority`` clamped to ``PRIORITY_MIN..PRIORITY_MAX``
+and ``ms`` = ``enqueued_at`` in milliseconds (clamped to ``0..2**42-1``, i.e. until 2109), or 0
+for jobs handed back (recovered orphans, released jobs) so they go first within their priority.
+ZPOPMIN then yields: higher priority first, handed-back first, FIFO, ties by id. Every score is
+an integer below 2**53, so doubles hold it exactly.
+
+Lua scripts receive the prefix (``{<namespace>}:``) as ``ARGV[1]`` and build the per-id keys
+(``j:``, ``q:``, ``k:``, ``s:``) with the helpers in ``lua/_common.lua``, which mirror the methods
+below; the backend tests check both sides agree.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PRIORITY_MAX", "PRIORITY_MIN", "Keyspace"]
+
+#: Priorities are clamped to this range for ordering (the stored value is kept as given).
+PRIORITY_MIN = -1000
+PRIORITY_MAX = 1000
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
+
+
+class Keyspace:
+    """Key names of one namespace."""
+
+    __slots__ = (
+        "all",
+        "counter_minutes",
+        "due",
+        "expiry",
+        "namespace",
+        "pattern",
+        "prefix",
+        "queue_counts",
+        "queues",
+        "running",
+        "wake",
+        "worker_info",
+        "workers",
+    )
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self.prefix = p = f"{{{namespace}}}:"
+        #: ``SCAN MATCH`` pattern covering every key of the namespace.
+        self.pattern = _glob_escape(p) + "*"
+        self.due = p + "due"
+        self.running = p + "run"
+        self.all = p + "all"
+        self.expiry = p + "exp"
+        self.queues = p + "queues"
+        self.queue_counts = p + "qc"
+        self.counter_minutes = p + "cm"
+        self.workers = p + "w"
+        self.worker_info = p + "wi"
+        self.wake = p + "wake"
+
+    def job(self, job_id: str) -> str:
+        return f"{self.prefix}j:{job_id}"
+
+    def ready(self, queue: str) -> str:
+        return f"{self.prefix}q:{queue}"
+
+    def key_index(self, key: str) -> str:
+        return f"{self.prefix}k:{key}"
+
+    def status_index(self, status: str) -> str:
+        return f"{self.prefix}s:{status}"
+
+    def counters(self, minute: int) -> str:
+        return f"{self.prefix}c:{minute}"

@@ -1,0 +1,99 @@
+-- finish.lua: apply a batch of run outcomes from one worker.
+--
+-- KEYS[1] running zset    KEYS[2] due zset          KEYS[3] expiry zset   KEYS[4] queue counts
+-- KEYS[5] counter minutes zset                      KEYS[6] counter bucket of this minute
+-- ARGV[1] prefix   ARGV[2] worker   ARGV[3] now   ARGV[4] minute   ARGV[5] bucket TTL (s)
+-- ARGV[6] wake channel
+-- ARGV[7..] six per outcome: id, kind (succeeded|failed|retry|release), result, errors,
+--           run_at, expire_at ('' = none for each of the last four)
+-- Returns one integer per outcome: 1 applied, 0 dropped.
+--
+-- An outcome applies only if the job is `running` under ARGV[2]; then it leaves `run`, loses
+-- its lease (l), and:
+--   succeeded -> `succeeded`, finished_at, result; in s:succeeded and (with expire_at) `exp`
+--   failed    -> `failed`, finished_at, errors; in s:failed and (with expire_at) `exp`
+--   retry     -> `retrying` with scheduled_for = run_at (now if none), errors; in `due`;
+--                worker cleared
+--   release   -> attempts - 1, worker cleared; `scheduled` in `due` if run_at > now, else
+--                `queued` at the head of its priority (score ms part 0) and its queue woken
+-- Counters: succeeded -> s, failed -> f, retry -> r in the minute bucket (field
+-- task SEP queue SEP letter), which expires after the TTL. Index updates are batched.
+local worker, now, minute = ARGV[2], ARGV[3], ARGV[4]
+local now_n = tonumber(now)
+local out = {}
+local counts = {}
+local stats = {}
+local woken = {}
+local left_run = {}
+local finished = {succeeded = {}, failed = {}}
+local expiring = {}
+local due = {}
+local n = 0
+
+for i = 7, #ARGV, 6 do
+  local id, kind = ARGV[i], ARGV[i + 1]
+  local result, errors, run_at, expire_at = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
+  local jk = job_key(id)
+  local f = redis.call('HMGET', jk, 's', 'w', 't', 'q', 'r')
+  n = n + 1
+  if f[1] ~= 'running' or f[2] ~= worker then
+    out[n] = 0
+  else
+    local task, queue = f[3], f[4]
+    left_run[#left_run + 1] = id
+    bump(counts, queue .. SEP .. 'r', -1)
+    if kind == 'succeeded' or kind == 'failed' then
+      local set = {'s', kind, 'f', now}
+      if kind == 'succeeded' and result ~= '' then set[5], set[6] = 'o', result end
+      if kind == 'failed' and errors ~= '' then set[5], set[6] = 'x', errors end
+      if expire_at ~= '' then
+        set[#set + 1], set[#set + 2] = 'z', expire_at
+        expiring[#expiring + 1], expiring[#expiring + 2] = expire_at, id
+      end
+      redis.call('HSET', jk, unpack(set))
+      redis.call('HDEL', jk, 'l')
+      local index = finished[kind]
+      index[#index + 1], index[#index + 2] = 0, id
+      bump(stats, task .. SEP .. queue .. SEP .. (kind == 'succeeded' and 's' or 'f'), 1)
+    elseif kind == 'retry' then
+      if run_at == '' then run_at = now end
+      if errors ~= '' then
+        redis.call('HSET', jk, 's', 'retrying', 'd', run_at, 'x', errors)
+      else
+        redis.call('HSET', jk, 's', 'retrying', 'd', run_at)
+      end
+      redis.call('HDEL', jk, 'w', 'l')
+      due[#due + 1], due[#due + 2] = run_at, id
+      bump(counts, queue .. SEP .. 's', 1)
+      bump(stats, task .. SEP .. queue .. SEP .. 'r', 1)
+    elseif kind == 'release' then
+      if redis.call('HINCRBY', jk, 'a', -1) < 0 then redis.call('HSET', jk, 'a', 0) end
+      redis.call('HDEL', jk, 'w', 'l')
+      if run_at ~= '' and tonumber(run_at) > now_n then
+        redis.call('HSET', jk, 's', 'scheduled', 'd', run_at)
+        due[#due + 1], due[#due + 2] = run_at, id
+        bump(counts, queue .. SEP .. 's', 1)
+      else
+        redis.call('HSET', jk, 's', 'queued')
+        redis.call('ZADD', ready_key(queue), ready_score(f[5], 0), id)
+        woken[queue] = true
+      end
+    else
+      return redis.error_reply('finish: unknown outcome kind ' .. kind)
+    end
+    out[n] = 1
+  end
+end
+zrem_many(KEYS[1], left_run)
+zadd_many(status_key('succeeded'), finished.succeeded)
+zadd_many(status_key('failed'), finished.failed)
+zadd_many(KEYS[3], expiring)
+zadd_many(KEYS[2], due)
+flush_counts(KEYS[4], counts)
+if next(stats) ~= nil then
+  flush_counts(KEYS[6], stats)
+  redis.call('EXPIRE', KEYS[6], ARGV[5])
+  redis.call('ZADD', KEYS[5], minute, minute)
+end
+publish_all(ARGV[6], woken)
+return out

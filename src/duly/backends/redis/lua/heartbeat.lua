@@ -1,0 +1,23 @@
+-- heartbeat.lua: record a worker alive and extend the leases of its running jobs.
+--
+-- KEYS[1] running zset   KEYS[2] workers zset
+-- ARGV[1] prefix   ARGV[2] worker   ARGV[3] now   ARGV[4] lease_until   ARGV[5..] job ids
+-- Returns the ids that are no longer running under this worker (recovered, cancelled, gone).
+--
+-- Only a job whose hash says `running` under this worker gets the new lease, both in its hash
+-- (l) and as its score in `run`; any other id is reported and left untouched.
+local worker, lease_until = ARGV[2], ARGV[4]
+redis.call('ZADD', KEYS[2], ARGV[3], worker)
+local gone = {}
+for i = 5, #ARGV do
+  local id = ARGV[i]
+  local jk = job_key(id)
+  local f = redis.call('HMGET', jk, 's', 'w')
+  if f[1] == 'running' and f[2] == worker then
+    redis.call('HSET', jk, 'l', lease_until)
+    redis.call('ZADD', KEYS[1], 'XX', lease_until, id)
+  else
+    gone[#gone + 1] = id
+  end
+end
+return gone

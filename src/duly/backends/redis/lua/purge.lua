@@ -1,0 +1,32 @@
+-- purge.lua: delete finished jobs past their expire_at, and counter buckets older than 24 h.
+--
+-- KEYS[1] expiry zset   KEYS[2] all-jobs index   KEYS[3] counter minutes zset
+-- ARGV[1] prefix   ARGV[2] now   ARGV[3] limit
+-- ARGV[4] counter cutoff: buckets whose minute is < this value are deleted
+-- Returns the number of jobs deleted.
+--
+-- Takes up to `limit` ids of `exp` with expire_at <= now. A job that is still finished is
+-- deleted with every index entry (s:<status>, `all`, its key index); an entry whose job is no
+-- longer finished (re-queued by retry.lua, which also clears it) is just dropped from `exp`.
+-- Counter buckets: at most 1500 per call (a day has 1440 minutes).
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+local deleted = 0
+for _, id in ipairs(ids) do
+  redis.call('ZREM', KEYS[1], id)
+  local jk = job_key(id)
+  local f = redis.call('HMGET', jk, 's', 'k')
+  local status, key = f[1], f[2]
+  if status == 'succeeded' or status == 'failed' or status == 'cancelled' then
+    redis.call('DEL', jk)
+    redis.call('ZREM', status_key(status), id)
+    redis.call('ZREM', KEYS[2], id)
+    if key then redis.call('ZREM', key_index(key), id) end
+    deleted = deleted + 1
+  end
+end
+local minutes = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[4], 'LIMIT', 0, 1500)
+for _, minute in ipairs(minutes) do
+  redis.call('DEL', PREFIX .. 'c:' .. minute)
+  redis.call('ZREM', KEYS[3], minute)
+end
+return deleted

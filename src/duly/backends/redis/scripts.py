@@ -1,0 +1,268 @@
+"""The Lua scripts of the Redis backend: loaded from ``lua/*.lua``, registered once, typed.
+
+Each script is ``lua/_common.lua`` (shared helpers) followed by the script's own file; its header
+documents KEYS, ARGV and the invariants it keeps. Scripts are registered with ``SCRIPT LOAD`` at
+``open`` and called with ``EVALSHA``; a ``NOSCRIPT`` reply (the server restarted or flushed its
+script cache) loads the script again and repeats the call, which is safe because a ``NOSCRIPT``
+call did nothing.
+
+The wrappers take plain values and return what Redis answered, barely shaped; turning hashes
+into records is the backend's job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any, Final
+
+from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
+
+from duly.backends.redis.keys import Keyspace
+from duly.records import NewJob, Outcome
+
+__all__ = ["ENQUEUE_CHUNK", "Script", "Scripts"]
+
+#: Jobs per enqueue script call; a bigger batch is sent as several calls in one pipeline.
+ENQUEUE_CHUNK: Final = 500
+#: Seconds a per-minute counter bucket lives in Redis (24 h of history + slack).
+COUNTER_TTL: Final = 25 * 3600
+
+#: A flat ``HGETALL`` reply as Lua returns it: field, value, field, value...
+RawHash = list[bytes]
+Value = str | bytes | int | float
+
+
+def _read(name: str) -> str:
+    return resources.files(__package__).joinpath("lua", name).read_text(encoding="utf-8")
+
+
+class Script:
+    """One Lua script, addressed by its SHA1 once loaded."""
+
+    __slots__ = ("name", "sha", "source")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.source = _read("_common.lua") + "\n" + _read(f"{name}.lua")
+        self.sha = hashlib.sha1(self.source.encode()).hexdigest()
+
+    async def load(self, client: Redis) -> None:
+        sha = await client.script_load(self.source)
+        if (sha.decode() if isinstance(sha, bytes) else sha) != self.sha:  # pragma: no cover
+            raise RuntimeError(f"Redis computed another SHA1 for script {self.name}")
+
+    async def __call__(self, client: Redis, keys: Sequence[str], args: Sequence[Value]) -> Any:
+        try:
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            await self.load(client)
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
+
+
+def _opt(value: float | None) -> Value:
+    return "" if value is None else value
+
+
+class Scripts:
+    """Typed calls of every script for one keyspace."""
+
+    def __init__(self, keys: Keyspace) -> None:
+        self.keys = keys
+        self.enqueue_script = Script("enqueue")
+        self.claim_script = Script("claim")
+        self.heartbeat_script = Script("heartbeat")
+        self.finish_script = Script("finish")
+        self.promote_script = Script("promote_due")
+        self.recover_script = Script("recover")
+        self.cancel_script = Script("cancel")
+        self.retry_script = Script("retry")
+        self.purge_script = Script("purge")
+        self.list_script = Script("list_jobs")
+        self.all = (
+            self.enqueue_script,
+            self.claim_script,
+            self.heartbeat_script,
+            self.finish_script,
+            self.promote_script,
+            self.recover_script,
+            self.cancel_script,
+            self.retry_script,
+            self.purge_script,
+            self.list_script,
+        )
+
+    async def load(self, client: Redis) -> None:
+        for script in self.all:
+            await script.load(client)
+
+    async def enqueue(self, client: Redis, jobs: Sequence[NewJob]) -> list[bool]:
+        """Store ``jobs``; one flag per job, True where the id already existed."""
+        k = self.keys
+        keys = (k.due, k.all, k.queues, k.queue_counts)
+        chunks: list[list[Value]] = []
+        for start in range(0, len(jobs), ENQUEUE_CHUNK):
+            args: list[Value] = [k.prefix, k.wake]
+            for job in jobs[start : start + ENQUEUE_CHUNK]:
+                args += (
+                    job.id,
+                    job.task,
+                    job.queue,
+                    job.payload,
+                    job.max_attempts,
+                    job.key or "",
+                    job.priority,
+                    float(job.enqueued_at),
+                    float(job.scheduled_for),
+                )
+            chunks.append(args)
+        script = self.enqueue_script
+        if len(chunks) == 1:
+            replies: list[Any] = [await script(client, keys, chunks[0])]
+        else:
+            pipe = client.pipeline(transaction=False)
+            for args in chunks:
+                pipe.evalsha(script.sha, len(keys), *keys, *args)
+            replies = await pipe.execute(raise_on_error=False)
+            for i, reply in enumerate(replies):
+                if isinstance(reply, NoScriptError):
+                    replies[i] = await script(client, keys, chunks[i])  # loads, then runs
+                elif isinstance(reply, Exception):
+                    raise reply
+        return [flag == 1 for reply in replies for flag in reply]
+
+    async def claim(
+        self,
+        client: Redis,
+        worker: str,
+        queues: Sequence[str],
+        limit: int,
+        now: float,
+        lease_until: float,
+    ) -> list[tuple[bytes, RawHash]]:
+        k = self.keys
+        reply = await self.claim_script(
+            client,
+            (k.running, k.queue_counts),
+            [k.prefix, worker, limit, float(now), float(lease_until), *queues],
+        )
+        return list(zip(reply[::2], reply[1::2], strict=True))
+
+    async def heartbeat(
+        self, client: Redis, worker: str, job_ids: Sequence[str], now: float, lease_until: float
+    ) -> list[bytes]:
+        k = self.keys
+        reply: list[bytes] = await self.heartbeat_script(
+            client,
+            (k.running, k.workers),
+            [k.prefix, worker, float(now), float(lease_until), *job_ids],
+        )
+        return reply
+
+    async def finish(
+        self, client: Redis, worker: str, outcomes: Sequence[Outcome], now: float
+    ) -> list[bool]:
+        k = self.keys
+        minute = int(now // 60)
+        args: list[Value] = [k.prefix, worker, float(now), minute, COUNTER_TTL, k.wake]
+        for o in outcomes:
+            args += (
+                o.job_id,
+                o.kind,
+                o.result or b"",
+                o.errors or b"",
+                _opt(o.run_at),
+                _opt(o.expire_at),
+            )
+        reply = await self.finish_script(
+            client,
+            (
+                k.running,
+                k.due,
+                k.expiry,
+                k.queue_counts,
+                k.counter_minutes,
+                k.counters(minute),
+            ),
+            args,
+        )
+        return [flag == 1 for flag in reply]
+
+    async def promote_due(self, client: Redis, now: float, limit: int) -> tuple[int, bytes | None]:
+        k = self.keys
+        moved, first = await self.promote_script(
+            client, (k.due, k.queue_counts), [k.prefix, float(now), limit, k.wake]
+        )
+        return int(moved), first
+
+    async def recover(
+        self, client: Redis, now: float, max_lost: int, limit: int, failed_expire_at: float
+    ) -> list[tuple[bytes, bool]]:
+        k = self.keys
+        minute = int(now // 60)
+        reply = await self.recover_script(
+            client,
+            (k.running, k.expiry, k.queue_counts, k.counter_minutes, k.counters(minute)),
+            [
+                k.prefix,
+                float(now),
+                max_lost,
+                limit,
+                float(failed_expire_at),
+                minute,
+                COUNTER_TTL,
+                k.wake,
+            ],
+        )
+        return [(job_id, flag == 1) for job_id, flag in zip(reply[::2], reply[1::2], strict=True)]
+
+    async def cancel(self, client: Redis, job_id: str, now: float, expire_at: float | None) -> bool:
+        k = self.keys
+        reply = await self.cancel_script(
+            client,
+            (k.running, k.due, k.expiry, k.queue_counts),
+            [k.prefix, job_id, float(now), _opt(expire_at)],
+        )
+        return bool(reply == 1)
+
+    async def retry(self, client: Redis, job_id: str) -> bool:
+        k = self.keys
+        reply = await self.retry_script(client, (k.expiry,), [k.prefix, job_id, k.wake])
+        return bool(reply == 1)
+
+    async def purge(self, client: Redis, now: float, limit: int, counter_cutoff: float) -> int:
+        k = self.keys
+        reply = await self.purge_script(
+            client,
+            (k.expiry, k.all, k.counter_minutes),
+            [k.prefix, float(now), limit, float(counter_cutoff)],
+        )
+        return int(reply)
+
+    async def list_jobs(
+        self,
+        client: Redis,
+        index: str,
+        sort: bool,
+        limit: int,
+        bound: int,
+        status: str | None,
+        task: str | None,
+        queue: str | None,
+    ) -> list[tuple[bytes, RawHash]]:
+        reply = await self.list_script(
+            client,
+            (index,),
+            [
+                self.keys.prefix,
+                "sort" if sort else "lex",
+                limit,
+                bound,
+                status or "",
+                task or "",
+                queue or "",
+            ],
+        )
+        return list(zip(reply[::2], reply[1::2], strict=True))
