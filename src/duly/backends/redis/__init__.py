@@ -181,7 +181,10 @@ class RedisBackend:
                 max_connections=_MAX_CONNECTIONS,
                 timeout=_POOL_WAIT,
                 decode_responses=False,
-                # Fail fast when Redis is down: the worker has its own backoff.
+                # Fail fast when Redis is down: the worker has its own backoff. A retried call
+                # whose first send did reach Redis is harmless: enqueue dedupes by id, a
+                # repeated finish is dropped, and jobs of a lost claim reply are recovered
+                # when their lease lapses (never held by two workers).
                 retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 2),
                 socket_connect_timeout=5,
             )
