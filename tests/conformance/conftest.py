@@ -1,0 +1,106 @@
+"""The backend contract runs on every backend: fixtures, and a runner for ``async def`` tests.
+
+Every test that takes ``backend`` or ``make_backend`` runs once per backend, with ids
+``sqlite``, ``redis`` and ``postgres`` (so ``pytest -k redis`` selects one), each on its own
+namespace (a SQLite file in ``tmp_path``, a Redis key prefix, a PostgreSQL schema), so the suite
+can run in parallel.
+
+A backend instance belongs to one event loop. Each test gets its own loop (``aio``, an
+``asyncio.Runner``); the ``backend`` fixture opens the backend in that loop, an ``async def``
+test runs in it (see ``pytest_pyfunc_call`` below), and the fixture drops and closes the
+backend in it afterwards. Extra instances for races come from ``make_backend`` and are opened in
+whatever loop (thread) uses them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Iterator
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+from contract import KINDS, BackendFactory
+
+from duly.backends.base import Backend
+
+
+def _hex() -> str:
+    return uuid4().hex[:12]
+
+
+@pytest.fixture
+def sqlite_factory(tmp_path: Path) -> BackendFactory:
+    from duly.backends.sqlite import SqliteBackend
+
+    return BackendFactory(
+        "sqlite",
+        lambda name: SqliteBackend(f"sqlite:///{tmp_path}/{name}.db"),
+        "duly",
+        lambda: f"t{_hex()}",
+    )
+
+
+@pytest.fixture
+def redis_factory(redis_url: str) -> BackendFactory:
+    from duly.backends.redis import RedisBackend
+
+    return BackendFactory(
+        "redis",
+        lambda name: RedisBackend(redis_url, namespace=name),
+        f"t{_hex()}",
+        lambda: f"t{_hex()}",
+    )
+
+
+@pytest.fixture
+def postgres_factory(postgres_url: str) -> BackendFactory:
+    from duly.backends.postgres import PostgresBackend
+
+    return BackendFactory(
+        "postgres",
+        lambda name: PostgresBackend(postgres_url, schema=name),
+        f"t_{_hex()}",
+        lambda: f"t_{_hex()}",
+    )
+
+
+@pytest.fixture(params=KINDS, ids=KINDS)
+def make_backend(request: pytest.FixtureRequest) -> BackendFactory:
+    """The factory of this test's backend kind (the one parameter ``backend`` shares)."""
+    factory: BackendFactory = request.getfixturevalue(f"{request.param}_factory")
+    return factory
+
+
+@pytest.fixture(autouse=True)
+def aio() -> Iterator[asyncio.Runner]:
+    """This test's event loop."""
+    with asyncio.Runner() as runner:
+        yield runner
+
+
+@pytest.fixture
+def backend(make_backend: BackendFactory, aio: asyncio.Runner) -> Iterator[Backend]:
+    """An opened backend on a namespace of its own, dropped and closed after the test."""
+    instance = make_backend()
+    aio.run(instance.open())
+    try:
+        yield instance
+    finally:
+        try:
+            aio.run(instance.drop())
+        finally:
+            aio.run(instance.close())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run ``async def`` tests on the test's own loop, the one its backend was opened in."""
+    function = pyfuncitem.obj
+    if not inspect.iscoroutinefunction(function):
+        return None
+    runner: asyncio.Runner = pyfuncitem.funcargs["aio"]
+    arguments = {name: pyfuncitem.funcargs[name] for name in inspect.signature(function).parameters}
+    runner.run(function(**arguments))
+    return True
