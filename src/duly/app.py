@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 import sys
 import weakref
@@ -194,10 +193,6 @@ class App:
         decorator). Errors raised by callbacks are logged, never lost jobs."""
         self.failure_callbacks.append(callback)
         return callback
-
-    def is_async_task(self, task: Task[Any, Any]) -> bool:
-        """True for tasks defined with ``async def``."""
-        return inspect.iscoroutinefunction(task.fn)
 
     # -- backend access --------------------------------------------------------------------
     async def backend(self) -> Backend:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -238,6 +239,8 @@ class Task(_Enqueuer[P, R]):
         self.app = app
         self.fn = fn
         self.config = config
+        #: True for ``async def`` tasks (run on the event loop, not a thread).
+        self.is_async = inspect.iscoroutinefunction(fn)
         self.task = self
         self._options = EnqueueOptions()
         self.__doc__ = fn.__doc__

@@ -106,11 +106,14 @@ class Execution:
         timeout = task.config.timeout
         token = _current.set(context)
         try:
-            if app.is_async_task(task):
+            if task.is_async:
                 # Awaited in this very frame (no inner Task), so a SystemExit or
                 # KeyboardInterrupt raised by the task is caught here, not by the loop.
-                async with asyncio.timeout(timeout):
+                if timeout is None:
                     value = await task.fn(*args, **kwargs)
+                else:
+                    async with asyncio.timeout(timeout):
+                        value = await task.fn(*args, **kwargs)
             else:
                 ctx = contextvars.copy_context()
                 value = await threads.run(lambda: task.fn(*args, **kwargs), ctx, timeout)
