@@ -39,7 +39,7 @@ def fail(message: str, code: int = 1) -> None:
 def load_app(app_path: str | None, url: str | None) -> App:
     """The App named ``module:attr`` (cwd importable), or a bare App on ``url``."""
     if not app_path:
-        return App(url)
+        return _closing(App(url))
     module_name, _, attr = app_path.partition(":")
     if not module_name or not attr:
         fail(f"--app must look like module:attr, got {app_path!r}", 2)
@@ -55,6 +55,14 @@ def load_app(app_path: str | None, url: str | None) -> App:
     assert isinstance(app, App)
     if url:
         click.echo("duly: --url ignored: the app given by --app sets its own URL", err=True)
+    return _closing(app)
+
+
+def _closing(app: App) -> App:
+    """Close the app's connections when the command ends (also on ``fail``)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.call_on_close(app.close)
     return app
 
 
@@ -74,13 +82,11 @@ def translate_errors(fn: F) -> F:
 
 
 def app_options(fn: F) -> F:
-    """Add ``--app`` and ``--url`` (with env-var fallbacks) to a command."""
+    """Add ``--app`` ($DULY_APP) and ``--url`` (else the App reads $DULY_URL) to a command."""
     fn = click.option(
         "--url",
-        envvar="DULY_URL",
-        show_envvar=True,
         default=None,
-        help="Backend URL (default sqlite:///duly.db).",
+        help="Backend URL (default: $DULY_URL, then sqlite:///duly.db).",
     )(fn)
     fn = click.option(
         "--app",

@@ -36,6 +36,11 @@ def _resolve(fut: asyncio.Future[Any], value: Any, error: BaseException | None) 
         fut.set_result(value)
 
 
+def _consume(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
 class ThreadRunner:
     """Runs sync callables on ``size`` threads; a stuck one is replaced, never waited for."""
 
@@ -106,14 +111,17 @@ class ThreadRunner:
         except TimeoutError:
             if fut.done() and not fut.cancelled() and fut.exception() is None:
                 return fut.result()
-            self._write_off(running_in)
+            self._write_off(running_in, fut)
             raise JobTimeout(f"timed out after {timeout:g}s (sync job; thread abandoned)") from None
         except asyncio.CancelledError:
-            self._write_off(running_in)
+            self._write_off(running_in, fut)
             raise
 
-    def _write_off(self, running_in: list[int]) -> None:
+    def _write_off(self, running_in: list[int], fut: asyncio.Future[Any]) -> None:
         """Give the slot back now: replace the thread and ask the stuck one to stop."""
+        # Nobody awaits this call any more: consume its late outcome so asyncio does not log
+        # "exception was never retrieved".
+        fut.add_done_callback(_consume)
         with self._lock:
             if not running_in:
                 return  # not started (its result will be ignored) or just finished

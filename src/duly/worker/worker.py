@@ -107,6 +107,10 @@ class Worker:
         self._outcome_ready = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
+        self._stop_requested = False
+        #: Set when run() is winding down: the helper loops exit at their next check.
+        self._closing = False
+        self._close_deadline = float("inf")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._next_due: float | None = None
         self._backend: Backend | None = None
@@ -115,6 +119,7 @@ class Worker:
     # -- control ---------------------------------------------------------------------------
     def stop(self) -> None:
         """Ask for a graceful stop (thread-safe)."""
+        self._stop_requested = True
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._stopping.set)
 
@@ -135,6 +140,9 @@ class Worker:
         self._outcome_ready = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
+        if self._stop_requested:
+            self._stopping.set()
+        self._closing = False
         self._threads = ThreadRunner(self.concurrency)
         self._install_signals()
         self._backend = await self._connect()
@@ -159,8 +167,8 @@ class Worker:
             self.concurrency,
             self.lease,
         )
+        ack = asyncio.create_task(self._ack_loop(), name="duly-ack")
         helpers = [
-            asyncio.create_task(self._ack_loop(), name="duly-ack"),
             asyncio.create_task(self._heartbeat_loop(), name="duly-heartbeat"),
             asyncio.create_task(self._maintenance_loop(), name="duly-maintenance"),
         ]
@@ -168,10 +176,15 @@ class Worker:
             await self._fetch_loop()
             await self._drain()
         finally:
+            # The ack loop is never cancelled mid-report (an outcome applied by the backend but
+            # cancelled client-side would be sent twice, or, with redis-py's wait_for on 3.11,
+            # the cancel can be swallowed): it reports what is left, then sees _closing.
+            self._closing = True
+            self._close_deadline = time.monotonic() + max(self.grace, 5.0)
+            self._outcome_ready.set()
             for helper in helpers:
                 helper.cancel()
-            await asyncio.gather(*helpers, return_exceptions=True)
-            await self._flush_outcomes(final=True)
+            await asyncio.gather(ack, *helpers, return_exceptions=True)
             with contextlib.suppress(DulyError, OSError):
                 await self._backend.unregister_worker(self.id)
             self._threads.shutdown()
@@ -306,11 +319,12 @@ class Worker:
             await self._outcome_ready.wait()
             self._outcome_ready.clear()
             await self._flush_outcomes()
+            if self._closing and (not self._outcomes or time.monotonic() > self._close_deadline):
+                return
 
-    async def _flush_outcomes(self, final: bool = False) -> None:
+    async def _flush_outcomes(self) -> None:
         assert self._backend is not None
         backoff = 0.1
-        deadline = time.monotonic() + (self.grace if final else float("inf"))
         while self._outcomes:
             batch = self._outcomes[:_BATCH_LIMIT]
             try:
@@ -318,7 +332,7 @@ class Worker:
                     self.id, [outcome for _, outcome, _ in batch], self.app.clock.now()
                 )
             except BackendUnavailable as exc:
-                if time.monotonic() > deadline:
+                if self._closing and time.monotonic() > self._close_deadline:
                     log.error(
                         "could not report %d outcomes before exit: %s; their jobs will "
                         "be recovered after their lease",
@@ -379,7 +393,7 @@ class Worker:
     async def _heartbeat_loop(self) -> None:
         assert self._backend is not None
         interval = self.lease / 3
-        while True:
+        while not self._closing:
             await asyncio.sleep(interval)
             held = [*self._running, *self._unacked]
             now = self.app.clock.now()
@@ -402,7 +416,7 @@ class Worker:
         recover_every = max(self.lease / 4, 0.5)
         next_recover = 0.0
         next_purge = time.monotonic() + random.uniform(0, PURGE_INTERVAL)
-        while True:
+        while not self._closing:
             await self._promote()
             if time.monotonic() >= next_recover:
                 await self._recover()

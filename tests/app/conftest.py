@@ -1,0 +1,243 @@
+"""Fixtures of the app-level tests: the public surface of duly on every backend.
+
+Every test that takes ``url_and_namespace``, ``make_app`` or ``app`` runs once per backend, with
+ids ``sqlite``, ``redis`` and ``postgres`` (``pytest -k redis`` selects one). Each test gets its
+own data: a SQLite file in ``tmp_path``, a Redis key prefix ``t<hex12>``, a PostgreSQL schema
+``t_<hex12>``; so the suite runs under ``pytest -n auto``. Teardown drops that data.
+
+A backend that is not reachable skips its tests locally and fails them when ``CI`` is set.
+
+Workers run in-process, either to completion (``run_burst``) or in a thread for the length of a
+``with`` block (``worker_thread``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import gc
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import pytest
+
+import duly
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
+BACKENDS = ["sqlite", "redis", "postgres"]
+
+
+@functools.cache
+def service_problem(kind: str) -> str | None:
+    """Why the ``kind`` service cannot be used, or None."""
+    if kind == "redis":
+        try:
+            import redis
+        except ImportError as exc:
+            return f"redis-py is not installed ({exc})"
+        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+        try:
+            client.ping()
+        except Exception as exc:
+            return f"Redis at {REDIS_URL} is not reachable ({exc!r})"
+        finally:
+            client.close()
+    elif kind == "postgres":
+        try:
+            import psycopg
+        except ImportError as exc:
+            return f"psycopg is not installed ({exc})"
+        try:
+            psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
+        except Exception as exc:
+            return f"PostgreSQL at {POSTGRES_URL} is not reachable ({exc!r})"
+    return None
+
+
+def require_service(kind: str) -> None:
+    """Skip the test when ``kind`` is unreachable; fail it instead when ``CI`` is set."""
+    problem = service_problem(kind)
+    if problem is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"{problem}; CI must provide this service", pytrace=False)
+    pytest.skip(problem)
+
+
+def kind_of(url: str) -> str:
+    """``sqlite``, ``redis`` or ``postgres`` for a backend URL."""
+    return url.split(":", 1)[0].replace("postgresql", "postgres")
+
+
+@pytest.fixture(params=BACKENDS)
+def url_and_namespace(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    """A backend URL and a namespace of its own for this test."""
+    kind: str = request.param
+    require_service(kind)
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'duly.db'}", "duly"
+    if kind == "redis":
+        return REDIS_URL, f"t{uuid4().hex[:12]}"
+    return POSTGRES_URL, f"t_{uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def backend_kind(url_and_namespace: tuple[str, str]) -> str:
+    """The backend of this test: ``sqlite``, ``redis`` or ``postgres``."""
+    return kind_of(url_and_namespace[0])
+
+
+async def _drop(app: duly.App) -> None:
+    await (await app.backend()).drop()
+    await app.aclose()
+
+
+@pytest.fixture
+def make_app(url_and_namespace: tuple[str, str]) -> Iterator[Callable[..., duly.App]]:
+    """``make_app(**App options)``: Apps on this test's backend and namespace (they share data).
+
+    Teardown closes them all, then drops the namespace's data from a fresh event loop.
+    """
+    url, namespace = url_and_namespace
+    apps: list[duly.App] = []
+
+    def make(**options: Any) -> duly.App:
+        app = duly.App(url, namespace=namespace, **options)
+        apps.append(app)
+        return app
+
+    yield make
+    for app in apps:
+        app.close()
+    if apps:
+        asyncio.run(_drop(apps[0]))
+        apps[0].close()
+
+
+@pytest.fixture
+def app(make_app: Callable[..., duly.App]) -> duly.App:
+    """A fresh App on this test's backend."""
+    return make_app()
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, poll: float = 0.02) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout}s: {predicate}")
+        time.sleep(poll)
+
+
+@pytest.fixture
+def wait() -> Callable[..., Any]:
+    """``wait(predicate, timeout=10)``: poll until truthy (returns the value) or fail."""
+    return wait_until
+
+
+def collect_garbage() -> None:
+    """Collect now, so that what abandoned futures log when they are finalized is logged
+    here and not in the middle of pytest's own work (on Python 3.11 a traceback logged during
+    pytest's ``ast`` conversion breaks it with "AST constructor recursion depth mismatch")."""
+    gc.collect()
+
+
+def _worker_options(options: dict[str, Any]) -> dict[str, Any]:
+    options.setdefault("install_signal_handlers", False)
+    options.setdefault("lease", 2.0)
+    options.setdefault("poll", 0.1)
+    return options
+
+
+def run_burst_worker(app: duly.App, limit: float = 60.0, **options: Any) -> duly.Worker:
+    """Run a burst worker to completion in a fresh event loop; returns it (for its stats).
+
+    Fails the test if the worker has not stopped by itself within ``limit`` seconds."""
+    worker = app.worker(burst=True, **_worker_options(options))
+
+    async def main() -> None:
+        try:
+            try:
+                await asyncio.wait_for(worker.run(), limit)
+            except TimeoutError:
+                pytest.fail(f"the burst worker did not stop within {limit}s")
+        finally:
+            await app.aclose()
+
+    asyncio.run(main())
+    collect_garbage()
+    return worker
+
+
+@pytest.fixture
+def run_burst() -> Callable[..., duly.Worker]:
+    """``run_burst(app, **worker options)``: run a burst worker until no work is left."""
+    return run_burst_worker
+
+
+class WorkerThread:
+    """A ``duly.Worker`` running in its own thread and event loop while the block runs."""
+
+    def __init__(self, app: duly.App, options: dict[str, Any]) -> None:
+        self.app = app
+        self.worker = app.worker(**_worker_options(options))
+        self.error: BaseException | None = None
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="test-worker", daemon=True)
+
+    def _main(self) -> None:
+        async def main() -> None:
+            try:
+                running = asyncio.ensure_future(self.worker.run())
+                await asyncio.sleep(0)  # run() has begun: stop() now reaches it
+                self._started.set()
+                await running
+            finally:
+                await self.app.aclose()
+
+        try:
+            asyncio.run(main())
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            self._started.set()
+
+    def __enter__(self) -> duly.Worker:
+        self._thread.start()
+        self._started.wait(10)
+        return self.worker
+
+    def __exit__(self, *exc: object) -> None:
+        self.worker.stop()
+        self._thread.join(timeout=20)
+        collect_garbage()
+        if self._thread.is_alive():
+            pytest.fail("the worker did not stop within 20 s of worker.stop()", pytrace=False)
+        if self.error is not None:
+            raise self.error
+
+
+@pytest.fixture
+def worker_thread() -> Iterator[Callable[..., WorkerThread]]:
+    """``with worker_thread(app, **worker options) as worker:`` runs a worker in a thread."""
+    started: list[WorkerThread] = []
+
+    def start(app: duly.App, **options: Any) -> WorkerThread:
+        thread = WorkerThread(app, options)
+        started.append(thread)
+        return thread
+
+    yield start
+    for thread in started:  # a test that failed inside its block still stops its worker
+        with contextlib.suppress(BaseException):
+            thread.worker.stop()
