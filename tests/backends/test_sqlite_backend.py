@@ -236,7 +236,10 @@ def test_handed_back_jobs_go_to_the_head(db: Path) -> None:
         assert await b.finish("w", [Outcome(first[1].id, "release")], NOW) == [True]
         # recovered: lease lapsed, head of the queue, attempt kept
         assert [r.requeued for r in await b.recover(NOW + 11, 3, 10, NOW + 99)] == [True]
+        # the recovered job (it lost a worker) comes first, alone in its claim
         got = await b.claim("w2", ["default"], 4, NOW + 12, NOW + 40)
+        assert [j.id for j in got] == [jobs[0].id]
+        got += await b.claim("w2", ["default"], 4, NOW + 12, NOW + 40)
         assert [j.id for j in got] == [jobs[0].id, jobs[1].id, jobs[2].id, jobs[3].id]
         assert [j.attempts for j in got] == [2, 1, 1, 1]
         recovered = await b.get_job(jobs[0].id)
@@ -409,7 +412,7 @@ def test_hot_queries_use_their_partial_indexes(db: Path) -> None:
     queries = load_queries("duly.backends.sqlite")
     conn = sqlite3.connect(db)
     params: dict[str, Any] = {
-        "queue": "q", "limit": 10, "now": NOW, "worker": "w", "lease_until": NOW,
+        "queue": "q", "limit": 10, "now": NOW, "worker": "w", "lease_until": NOW, "may_lead": 1,
         "key": "k", "status": None, "task": None,
     }  # fmt: skip
     expected = {
@@ -427,7 +430,8 @@ def test_hot_queries_use_their_partial_indexes(db: Path) -> None:
         )
         assert index in plan, (name, plan)
         assert "SCAN jobs" not in plan.replace(f"SCAN jobs USING INDEX {index}", ""), plan
-        assert "TEMP B-TREE" not in plan, plan
+        if name != "claim":  # claim's window sorts only the <= :limit candidates it read
+            assert "TEMP B-TREE" not in plan, plan
     conn.close()
 
 

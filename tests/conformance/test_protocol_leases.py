@@ -203,3 +203,35 @@ async def test_recover_skips_finished_and_waiting_jobs(backend: Backend) -> None
     assert (await job(backend, done.id)).status == "succeeded"
     assert (await job(backend, queued.id)).status == "queued"
     assert (await job(backend, later.id)).status == "scheduled"
+
+
+async def test_a_job_that_lost_its_worker_is_claimed_alone(backend: Backend) -> None:
+    """A possible poison pill must not take innocent batch-mates down with the next worker."""
+    suspect, a, b, c = (new_job(at=T0 + i) for i in range(4))
+    other_queue = new_job("other", at=T0)
+    await enqueue(backend, suspect, a, b, c, other_queue)
+    assert await claim_ids(backend, W1, limit=1, now=T0) == [suspect.id]
+    assert await backend.recover(T0 + LEASE + 1, 3, 100, T0 + 1000) == [Recovered(suspect.id, True)]
+    now = T0 + LEASE + 2
+    # back at the head of its queue, but handed out alone, even with room for more
+    assert await claim_ids(backend, W2, ["default", "other"], limit=10, now=now) == [suspect.id]
+    # the rest are claimed together; a later suspect is not mixed into another batch
+    got = await claim_ids(backend, W2, ["default", "other"], limit=10, now=now)
+    assert sorted(got) == sorted([a.id, b.id, c.id, other_queue.id])
+
+
+async def test_a_batch_stops_before_a_job_that_lost_its_worker(backend: Backend) -> None:
+    first, suspect = new_job(at=T0), new_job(at=T0 + 1)
+    later = new_job("other", at=T0)
+    await enqueue(backend, first, suspect, later)
+    assert await claim_ids(backend, W1, limit=2, now=T0) == [first.id, suspect.id]
+    assert await finish_one(backend, W1, Outcome(first.id, "release"), T0 + 1)
+    recovered = await backend.recover(T0 + LEASE + 1, 3, 100, T0 + 1000)
+    assert recovered == [Recovered(suspect.id, True)]
+    now = T0 + LEASE + 2
+    # ``first`` (released, not lost) and ``suspect`` are both at the head; ``first`` is taken,
+    # the batch stops before ``suspect``, and goes on with the next queue
+    got = await claim_ids(backend, W2, ["default", "other"], limit=10, now=now)
+    assert suspect.id not in got
+    assert first.id in got
+    assert await claim_ids(backend, W2, ["default", "other"], limit=10, now=now) == [suspect.id]

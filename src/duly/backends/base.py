@@ -71,6 +71,10 @@ class Backend(Protocol):
         Each claimed job becomes ``running`` with ``attempts + 1``, ``started_at = now``,
         ``worker``, ``lease_until``; ``finished_at``/``result`` are cleared. Returned records
         show the new state.
+
+        A job that already lost a worker (``lost > 0``) may be a poison pill that kills whoever
+        runs it, so it is handed out alone: only as the first job of a claim, which then stops.
+        Its batch-mates are thus never charged a lost run for it.
         """
         ...
 

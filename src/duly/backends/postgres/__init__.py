@@ -196,6 +196,9 @@ class PostgresBackend:
                 kwargs=self._options,
                 timeout=_CONNECT_TIMEOUT,
                 name=f"duly-{self.schema}",
+                # A connection cut by the server (restart, pg_terminate_backend) is noticed
+                # when it is handed out, not by the heartbeat or claim that would use it.
+                check=AsyncConnectionPool.check_connection,
             )
             try:
                 await pool.open(wait=True, timeout=_CONNECT_TIMEOUT)

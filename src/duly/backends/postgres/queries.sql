@@ -78,11 +78,11 @@ SELECT ARRAY(SELECT id FROM new) AS inserted,
 -- read through jobs_ready in (priority DESC, position, id) order. The nested loop pulls rows
 -- lazily, so once %(limit)s rows are found no further row is locked.
 -- Returns: queue_pos, position, then {columns} with the new state.
-WITH wanted AS (
-    SELECT q.pos, c.id
+WITH candidates AS (
+    SELECT q.pos, c.id, c.lost, c.priority, c.position
     FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, pos)
     CROSS JOIN LATERAL (
-        SELECT j.id
+        SELECT j.id, j.lost, j.priority, j.position
         FROM {schema}.jobs j
         WHERE j.status = 'queued' AND j.queue = q.name
         ORDER BY j.priority DESC, j.position, j.id
@@ -90,6 +90,20 @@ WITH wanted AS (
         FOR UPDATE SKIP LOCKED
     ) AS c
     LIMIT %(limit)s
+),
+-- A job that already lost a worker (lost > 0) may be a poison pill: it is taken only alone, as
+-- the first job of a claim, and nothing after it is taken (the rest stay queued; their row
+-- locks end with this transaction).
+ranked AS (
+    SELECT pos, id,
+           row_number() OVER claim_order AS rn,
+           count(*) FILTER (WHERE lost > 0) OVER (claim_order ROWS UNBOUNDED PRECEDING)
+               AS tainted
+    FROM candidates
+    WINDOW claim_order AS (ORDER BY pos, priority DESC, position, id)
+),
+wanted AS (
+    SELECT pos, id FROM ranked WHERE tainted = 0 OR rn = 1
 )
 UPDATE {schema}.jobs j
 SET status = 'running',

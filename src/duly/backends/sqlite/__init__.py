@@ -306,6 +306,7 @@ class SqliteBackend:
                 {
                     "queue": queue,
                     "limit": wanted,
+                    "may_lead": not claimed,
                     "now": now,
                     "worker": worker,
                     "lease_until": lease_until,
@@ -313,6 +314,8 @@ class SqliteBackend:
             ).fetchall()
             rows.sort(key=lambda row: (-row[8], row[19], row[0]))
             claimed.extend(_record(row) for row in rows)
+            if claimed and claimed[0].lost > 0:
+                break  # a job that lost a worker before runs alone in its claim
         return claimed
 
     async def heartbeat(

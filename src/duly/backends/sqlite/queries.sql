@@ -59,10 +59,21 @@ SET status = 'running',
     finished_at = NULL,
     result = NULL
 WHERE id IN (
-    SELECT id FROM jobs INDEXED BY jobs_claim
-    WHERE status = 'queued' AND queue = :queue
-    ORDER BY priority DESC, position, id
-    LIMIT :limit
+    -- A job that already lost a worker (lost > 0) may be a poison pill: it is taken only alone,
+    -- as the first job of a claim (:may_lead = 1), and nothing after it is taken.
+    SELECT id FROM (
+        SELECT id,
+               ROW_NUMBER() OVER claim_order AS rn,
+               SUM(lost > 0) OVER (claim_order ROWS UNBOUNDED PRECEDING) AS tainted
+        FROM (
+            SELECT id, lost, priority, position FROM jobs INDEXED BY jobs_claim
+            WHERE status = 'queued' AND queue = :queue
+            ORDER BY priority DESC, position, id
+            LIMIT :limit
+        )
+        WINDOW claim_order AS (ORDER BY priority DESC, position, id)
+    )
+    WHERE tainted = 0 OR (rn = 1 AND :may_lead)
 )
 RETURNING id, task, queue, payload, status, attempts, max_attempts, key, priority,
           CAST(enqueued_at AS REAL), CAST(scheduled_for AS REAL), CAST(started_at AS REAL),

@@ -10,54 +10,68 @@
 -- lease_until (l); finished_at (f) and result (o) are removed. A popped id whose hash is not
 -- `queued` (a stale entry) is dropped from the ready zset and not returned. The returned
 -- fields are built here from the one HGETALL taken before the change (no second read).
+--
+-- Quarantine fairness: a job that already lost a worker (n > 0) may be a poison pill that kills
+-- whoever runs it, so it is handed out alone: only as the first job of a claim, and the claim
+-- stops after it. Jobs popped but not taken go back with their scores unchanged.
 local want = tonumber(ARGV[3])
 local worker, now, lease_until = ARGV[2], ARGV[4], ARGV[5]
 local REPLACED = {s = true, a = true, b = true, w = true, l = true, f = true, o = true}
 local out = {}
 local running = {}
 local counts = {}
+local done = false
 for qi = 6, #ARGV do
-  if want <= 0 then break end
+  if want <= 0 or done then break end
   local queue = ARGV[qi]
   local rk = ready_key(queue)
   local taken = 0
-  while want > 0 do
+  while want > 0 and not done do
     local popped = redis.call('ZPOPMIN', rk, want)
     if #popped == 0 then break end
     for i = 1, #popped, 2 do
       local id = popped[i]
-      local jk = job_key(id)
-      local h = redis.call('HGETALL', jk)
-      local status, attempts, stale = nil, 0, false
-      local fields = {}
-      for j = 1, #h, 2 do
-        local name = h[j]
-        if name == 's' then status = h[j + 1]
-        elseif name == 'a' then attempts = tonumber(h[j + 1]) or 0
-        elseif name == 'f' or name == 'o' then stale = true
+      if done then
+        redis.call('ZADD', rk, popped[i + 1], id)
+      else
+        local jk = job_key(id)
+        local h = redis.call('HGETALL', jk)
+        local status, attempts, lost, stale = nil, 0, 0, false
+        local fields = {}
+        for j = 1, #h, 2 do
+          local name = h[j]
+          if name == 's' then status = h[j + 1]
+          elseif name == 'a' then attempts = tonumber(h[j + 1]) or 0
+          elseif name == 'n' then lost = tonumber(h[j + 1]) or 0
+          elseif name == 'f' or name == 'o' then stale = true
+          end
+          if not REPLACED[name] then
+            fields[#fields + 1] = name
+            fields[#fields + 1] = h[j + 1]
+          end
         end
-        if not REPLACED[name] then
-          fields[#fields + 1] = name
-          fields[#fields + 1] = h[j + 1]
+        if status == 'queued' and lost > 0 and #out > 0 then
+          redis.call('ZADD', rk, popped[i + 1], id)
+          done = true
+        elseif status == 'queued' then
+          attempts = attempts + 1
+          redis.call('HSET', jk, 's', 'running', 'a', attempts, 'b', now, 'w', worker,
+            'l', lease_until)
+          if stale then redis.call('HDEL', jk, 'f', 'o') end
+          local n = #fields
+          fields[n + 1], fields[n + 2] = 's', 'running'
+          fields[n + 3], fields[n + 4] = 'a', tostring(attempts)
+          fields[n + 5], fields[n + 6] = 'b', now
+          fields[n + 7], fields[n + 8] = 'w', worker
+          fields[n + 9], fields[n + 10] = 'l', lease_until
+          out[#out + 1] = id
+          out[#out + 1] = fields
+          running[#running + 1] = lease_until
+          running[#running + 1] = id
+          want = want - 1
+          taken = taken + 1
+          if lost > 0 then done = true end
         end
-      end
-      if status == 'queued' then
-        attempts = attempts + 1
-        redis.call('HSET', jk, 's', 'running', 'a', attempts, 'b', now, 'w', worker,
-          'l', lease_until)
-        if stale then redis.call('HDEL', jk, 'f', 'o') end
-        local n = #fields
-        fields[n + 1], fields[n + 2] = 's', 'running'
-        fields[n + 3], fields[n + 4] = 'a', tostring(attempts)
-        fields[n + 5], fields[n + 6] = 'b', now
-        fields[n + 7], fields[n + 8] = 'w', worker
-        fields[n + 9], fields[n + 10] = 'l', lease_until
-        out[#out + 1] = id
-        out[#out + 1] = fields
-        running[#running + 1] = lease_until
-        running[#running + 1] = id
-        want = want - 1
-        taken = taken + 1
       end
     end
   end
