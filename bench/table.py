@@ -41,9 +41,13 @@ def row_cells(res: dict[str, Any]) -> list[str]:
     cells = []
     for key, _title, digits in COLUMNS:
         text = cell(summary, key, digits)
-        if key == "drain_one" and not text:
-            if "one" not in res.get("drain_modes", ["one"]) and "drain_default" in summary:
-                text = "= default"
+        if (
+            key == "drain_one"
+            and not text
+            and "one" not in res.get("drain_modes", ["one"])
+            and "drain_default" in summary
+        ):
+            text = "= default"
         if key == "bulk" and not text and not res.get("has_bulk", True):
             text = "no bulk API"
         if key == "bytes" and not text and res.get("store") != "redis":
