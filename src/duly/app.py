@@ -220,6 +220,7 @@ class App:
 
     def close(self) -> None:
         """Close the connections used by sync calls."""
+        self._template.close_blocking()
         self._portal.stop(self.aclose())
 
     def __enter__(self) -> App:
@@ -264,7 +265,7 @@ class App:
                 raise TypeError("an async connection needs enqueue_async / enqueue_many_async")
             results = self._template.enqueue_on(connection, built)  # type: ignore[attr-defined]
         else:
-            results = self._sync(self._enqueue_built(built))
+            results = self._template.enqueue_blocking(built)
         return self._jobs(built, results)
 
     async def enqueue_many_async(self, signatures: Iterable[Signature]) -> list[Job]:

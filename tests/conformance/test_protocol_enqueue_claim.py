@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from contract import (
     DEFAULT_QUEUE,
@@ -19,6 +21,7 @@ from contract import (
     job,
     new_job,
     opened,
+    status,
 )
 
 from duly.backends.base import Backend
@@ -258,3 +261,22 @@ async def test_claim_does_not_touch_other_jobs(backend: Backend) -> None:
     record = await job(backend, second.id)
     assert (record.status, record.attempts, record.worker) == ("queued", 0, None)
     assert record.task == TASK
+
+
+async def test_enqueue_blocking_stores_like_enqueue(
+    make_backend: BackendFactory, backend: Backend
+) -> None:
+    """The sync path (task.enqueue) needs no open() and no event loop, from any thread."""
+    fresh = make_backend()  # same namespace, never opened
+    jobs = [new_job(), new_job(delay=60)]
+    try:
+        results = await asyncio.to_thread(fresh.enqueue_blocking, jobs)
+        again = await asyncio.to_thread(fresh.enqueue_blocking, jobs[:1])
+    finally:
+        await asyncio.to_thread(fresh.close_blocking)
+        await asyncio.to_thread(fresh.close_blocking)  # idempotent
+    assert [(r.id, r.deduplicated) for r in results] == [(j.id, False) for j in jobs]
+    assert [(r.id, r.deduplicated) for r in again] == [(jobs[0].id, True)]
+    assert await status(backend, jobs[0].id) == "queued"
+    assert await status(backend, jobs[1].id) == "scheduled"
+    assert await claim_ids(backend, limit=5) == [jobs[0].id]

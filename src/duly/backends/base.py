@@ -62,6 +62,14 @@ class Backend(Protocol):
         """
         ...
 
+    def enqueue_blocking(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
+        """Blocking twin of ``enqueue`` for sync callers (``task.enqueue``): same effect, no
+        event loop, callable from any thread and without ``open()``."""
+        ...
+
+    def close_blocking(self) -> None:
+        """Release what ``enqueue_blocking`` opened. Idempotent."""
+
     # -- consuming -------------------------------------------------------------------------
     async def claim(
         self, worker: str, queues: Sequence[str], limit: int, now: float, lease_until: float

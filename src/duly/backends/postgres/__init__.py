@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import functools
 import math
+import threading
 import zlib
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -26,7 +27,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from duly.backends._sql import load_migrations, load_queries
 from duly.backends.base import Backend
@@ -133,6 +134,8 @@ class PostgresBackend:
         self.schema = schema
         self.auto_migrate = auto_migrate
         self.channel = f"duly_{schema}"
+        self._sync: ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._sync_lock = threading.Lock()
         host = info.get("host") or info.get("hostaddr") or "localhost"
         self._where = f"{host}:{info.get('port') or 5432}/{info.get('dbname') or '?'}"
         self._max_connections = max_connections
@@ -365,6 +368,67 @@ class PostgresBackend:
             raise self._unavailable(exc) from exc
         assert row is not None
         return _enqueue_results(jobs, row[0])
+
+    def enqueue_blocking(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
+        """Blocking twin of ``enqueue`` for sync callers: one transaction on a pooled sync
+        connection (thread-safe; no event loop)."""
+        if not jobs:
+            return []
+        pool = self._sync_pool()
+        try:
+            with pool.connection() as conn:  # commits on success, rolls back on error
+                return self.enqueue_on(conn, jobs)
+        except PoolTimeout as exc:
+            raise self._unavailable(exc) from exc
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from exc
+
+    def _sync_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
+        with self._sync_lock:
+            if self._sync is not None:
+                return self._sync
+            if self.auto_migrate:
+                self._migrate_blocking()
+            pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+                self.url,
+                min_size=1,
+                max_size=self._max_connections,
+                open=False,
+                kwargs=self._options,
+                timeout=_CONNECT_TIMEOUT,
+                name=f"duly-sync-{self.schema}",
+                check=ConnectionPool.check_connection,
+            )
+            try:
+                pool.open(wait=True, timeout=_CONNECT_TIMEOUT)
+            except (PoolTimeout, psycopg.OperationalError) as exc:
+                pool.close()
+                raise self._unavailable(exc) from exc
+            self._sync = pool
+            return pool
+
+    def _migrate_blocking(self) -> None:
+        """Run ``migrate`` from sync code, even from inside a running event loop."""
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                asyncio.run(self.migrate())
+            except BaseException as exc:
+                failure.append(exc)
+
+        thread = threading.Thread(target=run, name="duly-migrate")
+        thread.start()
+        thread.join()
+        if failure:
+            raise failure[0]
+
+    def close_blocking(self) -> None:
+        """Close the connections of the blocking calls."""
+        with self._sync_lock:
+            pool, self._sync = self._sync, None
+        if pool is not None:
+            pool.close()
 
     async def enqueue_on_async(
         self, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob]

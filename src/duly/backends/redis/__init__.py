@@ -16,11 +16,14 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, Final, cast
 from urllib.parse import urlsplit, urlunsplit
 
+from redis import BlockingConnectionPool as SyncBlockingConnectionPool
+from redis import Redis as SyncRedis
 from redis import exceptions as redis_errors
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.client import PubSub
@@ -32,6 +35,7 @@ from redis.asyncio.connection import (
 )
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.retry import Retry as SyncRetry
 
 from duly.backends.redis.keys import Keyspace
 from duly.backends.redis.scripts import RawHash, Scripts
@@ -157,6 +161,8 @@ class RedisBackend:
         self._client: Redis | None = None
         self._loaded = False
         # wait_for_work: one pub/sub connection, a listener task, and who waits for what.
+        self._sync_client: SyncRedis | None = None
+        self._sync_lock = threading.Lock()
         self._pubsub: PubSub | None = None
         self._listener: asyncio.Task[None] | None = None
         self._pending: set[str] = set()
@@ -240,6 +246,35 @@ class RedisBackend:
         with self._guard("enqueue"):
             existed = await self._scripts.enqueue(self._redis, jobs)
         return [EnqueueResult(job.id, dup) for job, dup in zip(jobs, existed, strict=True)]
+
+    def enqueue_blocking(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
+        """Blocking twin of ``enqueue`` for sync callers (thread-safe; no event loop)."""
+        if not jobs:
+            return []
+        with self._guard("enqueue"):
+            existed = self._scripts.enqueue_blocking(self._sync_redis(), jobs)
+        return [EnqueueResult(job.id, dup) for job, dup in zip(jobs, existed, strict=True)]
+
+    def _sync_redis(self) -> SyncRedis:
+        with self._sync_lock:
+            if self._sync_client is None:
+                pool = SyncBlockingConnectionPool.from_url(
+                    self.url,
+                    max_connections=_MAX_CONNECTIONS,
+                    timeout=_POOL_WAIT,
+                    decode_responses=False,
+                    retry=SyncRetry(ExponentialBackoff(cap=0.2, base=0.02), 2),
+                    socket_connect_timeout=5,
+                )
+                self._sync_client = SyncRedis.from_pool(pool)
+            return self._sync_client
+
+    def close_blocking(self) -> None:
+        """Close the connections of the blocking calls."""
+        with self._sync_lock:
+            client, self._sync_client = self._sync_client, None
+        if client is not None:
+            client.close()
 
     async def write_raw_payload(self, job_id: str, payload: bytes) -> None:
         """Overwrite a stored payload without any check (tests of corrupt storage)."""

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import Any, Final
 
+from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
@@ -98,8 +99,8 @@ class Scripts:
         for script in self.all:
             await script.load(client)
 
-    async def enqueue(self, client: Redis, jobs: Sequence[NewJob]) -> list[bool]:
-        """Store ``jobs``; one flag per job, True where the id already existed."""
+    def _enqueue_calls(self, jobs: Sequence[NewJob]) -> tuple[tuple[str, ...], list[list[Value]]]:
+        """The keys and the per-chunk ARGV of enqueueing ``jobs``."""
         k = self.keys
         keys = (k.due, k.all, k.queues, k.queue_counts)
         chunks: list[list[Value]] = []
@@ -118,6 +119,11 @@ class Scripts:
                     float(job.scheduled_for),
                 )
             chunks.append(args)
+        return keys, chunks
+
+    async def enqueue(self, client: Redis, jobs: Sequence[NewJob]) -> list[bool]:
+        """Store ``jobs``; one flag per job, True where the id already existed."""
+        keys, chunks = self._enqueue_calls(jobs)
         script = self.enqueue_script
         if len(chunks) == 1:
             replies: list[Any] = [await script(client, keys, chunks[0])]
@@ -131,6 +137,22 @@ class Scripts:
                     replies[i] = await script(client, keys, chunks[i])  # loads, then runs
                 elif isinstance(reply, Exception):
                     raise reply
+        return [flag == 1 for reply in replies for flag in reply]
+
+    def enqueue_blocking(self, client: SyncRedis, jobs: Sequence[NewJob]) -> list[bool]:
+        """Blocking twin of ``enqueue`` on a sync client (same script, same round trips)."""
+        keys, chunks = self._enqueue_calls(jobs)
+        script = self.enqueue_script
+        pipe = client.pipeline(transaction=False)
+        for args in chunks:
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+        replies: list[Any] = pipe.execute(raise_on_error=False)
+        for i, reply in enumerate(replies):
+            if isinstance(reply, NoScriptError):
+                client.script_load(script.source)
+                replies[i] = client.evalsha(script.sha, len(keys), *keys, *chunks[i])
+            elif isinstance(reply, Exception):
+                raise reply
         return [flag == 1 for reply in replies for flag in reply]
 
     async def claim(

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import sqlite3
 import threading
 import time
@@ -78,6 +79,8 @@ class SqliteBackend:
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
         self._open_lock = threading.Lock()
+        self._local = threading.local()  # per-thread connections of the blocking calls
+        self._thread_connections: list[sqlite3.Connection] = []
         # wait_for_work: what had changed when the last claim started (see wait_for_work).
         self._watcher: ChangeWatcher | None = None
         self._claim_generation: int | None = None
@@ -226,10 +229,9 @@ class SqliteBackend:
         await self._transaction(drop, "drop")
 
     # -- producing -------------------------------------------------------------------------
-    async def enqueue(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
-        """Store a batch in one transaction; an id already stored is reported deduplicated."""
-        if not jobs:
-            return []
+    @staticmethod
+    def _enqueue_tx(jobs: Sequence[NewJob]) -> Callable[[sqlite3.Connection], set[str]]:
+        """The enqueue transaction's body; it returns the ids that were already stored."""
         rows = []
         for job in jobs:
             scheduled = job.scheduled_for > job.enqueued_at
@@ -257,13 +259,60 @@ class SqliteBackend:
             conn.executemany(_QUERIES["insert_queue"], queues)
             return existing
 
-        existing = await self._transaction(enqueue, "enqueue")
+        return enqueue
+
+    @staticmethod
+    def _enqueue_results(jobs: Sequence[NewJob], existing: set[str]) -> list[EnqueueResult]:
         results, seen = [], set(existing)
         for job in jobs:
             results.append(EnqueueResult(job.id, deduplicated=job.id in seen))
             seen.add(job.id)
-        self._note_local_change()
         return results
+
+    async def enqueue(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
+        """Store a batch in one transaction; an id already stored is reported deduplicated."""
+        if not jobs:
+            return []
+        existing = await self._transaction(self._enqueue_tx(jobs), "enqueue")
+        self._note_local_change()
+        return self._enqueue_results(jobs, existing)
+
+    def enqueue_blocking(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
+        """Blocking twin of ``enqueue``: runs on the caller's thread, on its own connection
+        (SQLite connections are per thread), so a sync caller pays no thread hop."""
+        if not jobs:
+            return []
+        try:
+            conn = self._thread_connection()
+            existing = self._write(conn, self._enqueue_tx(jobs))
+        except sqlite3.Error as exc:
+            if is_unavailable(exc):
+                raise self._unavailable(exc, "enqueueing") from exc
+            raise
+        return self._enqueue_results(jobs, existing)
+
+    def _thread_connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None or getattr(self._local, "pid", None) != os.getpid():
+            conn = connect(self.path, _connection.BUSY_TIMEOUT_MS)
+            try:
+                self._migrate_on_thread(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._local.conn, self._local.pid = conn, os.getpid()
+            with self._open_lock:
+                self._thread_connections.append(conn)
+        return conn
+
+    def close_blocking(self) -> None:
+        """Close the connections of the blocking calls (every thread's)."""
+        with self._open_lock:
+            conns, self._thread_connections = self._thread_connections, []
+            self._local = threading.local()
+        for conn in conns:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
 
     # -- consuming -------------------------------------------------------------------------
     async def claim(
