@@ -21,11 +21,11 @@ demo: install
 
 ## Install, then run every check and the whole default test suite.
 test: install lint typecheck
-	$(PY) -m pytest -m "not slow" -q
+	$(PY) -m pytest -m "not slow" -q -n 3
 
 lint: install
-	$(VENV)/bin/ruff check src tests examples
-	$(VENV)/bin/ruff format --check src tests examples
+	$(VENV)/bin/ruff check src tests examples bench chaos
+	$(VENV)/bin/ruff format --check src tests examples bench chaos
 	$(VENV)/bin/lint-imports
 
 typecheck: install

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import inspect
 import os
 import sys
 import weakref
@@ -19,6 +21,7 @@ from duly.job import Job, JobInfo
 from duly.portal import Portal
 from duly.records import STATUSES, JobFilter, NewJob, QueueStats, StatRow, WorkerRecord
 from duly.retry import Backoff
+from duly.scheduler.periodic import CatchUp, Schedule
 from duly.task import Signature, Task, TaskConfig, build_all, seconds
 
 if TYPE_CHECKING:
@@ -74,6 +77,46 @@ class _TaskDecorator:
         return self._app._register(fn, **self._settings)
 
 
+class _PeriodicDecorator:
+    """What ``@app.periodic(...)`` returns."""
+
+    def __init__(
+        self,
+        app: App,
+        every: float | timedelta | None,
+        cron: str | None,
+        tz: str,
+        catch_up: CatchUp,
+        settings: dict[str, Any],
+    ) -> None:
+        self._app = app
+        self._settings = settings
+        every_s = None if every is None else seconds(every, "every")
+        # Built (and so validated) now; the task name is filled in when the function comes.
+        self._schedule = Schedule("", every=every_s, cron=cron, tz=tz, catch_up=catch_up)
+
+    @overload
+    def __call__(self, fn: Callable[[], Coroutine[Any, Any, R]]) -> Task[[], R]: ...
+    @overload
+    def __call__(self, fn: Callable[[], R]) -> Task[[], R]: ...
+    def __call__(self, fn: Callable[[], Any]) -> Task[[], Any]:
+        try:
+            inspect.signature(fn).bind()
+        except TypeError:
+            raise TypeError(
+                f"a periodic task is called without arguments; {fn.__qualname__} needs some"
+            ) from None
+        settings = dict(self._settings)
+        schedule = self._schedule
+        if settings.get("retention") is None:
+            # The last tick is read back from the newest job: keep jobs for two periods at least.
+            period = schedule.period(self._app.clock.now())
+            settings["retention"] = max(self._app.retention, 2 * period)
+        task = self._app._register(fn, **settings)
+        self._app.schedules[task.name] = dataclasses.replace(schedule, task=task.name)
+        return task
+
+
 class App:
     """A duly application: tasks plus the backend they are stored in.
 
@@ -105,6 +148,8 @@ class App:
         self.clock: Clock = clock or SystemClock()
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.failure_callbacks: list[FailureCallback] = []
+        #: Periodic schedules by task name (``@app.periodic``).
+        self.schedules: dict[str, Schedule] = {}
         # Validate the URL now: a typo should fail at start-up, not at the first enqueue.
         self._template = backend_from_url(self.url, namespace)
         self._portal = Portal()
@@ -187,6 +232,26 @@ class App:
         task: Task[Any, Any] = Task(self, fn, config)
         self.tasks[config.name] = task
         return task
+
+    def periodic(
+        self,
+        *,
+        every: float | timedelta | None = None,
+        cron: str | None = None,
+        tz: str = "UTC",
+        catch_up: CatchUp = "one",
+        **task_settings: Any,
+    ) -> _PeriodicDecorator:
+        """Make a no-argument function a task AND run it on a schedule.
+
+        ``every`` (seconds or timedelta; ticks at multiples of it since the epoch) or ``cron``
+        (croniter syntax, evaluated in ``tz``). Each tick enqueues exactly one job however many
+        schedulers run (every worker runs one; ``duly scheduler`` runs one alone).
+        ``catch_up`` after downtime: ``"one"`` (default) runs the latest missed tick once,
+        ``"all"`` every missed tick, ``"skip"`` none. Task settings (``queue``, ``retries``,
+        ``timeout``, ``name``...) apply as in ``@app.task``.
+        """
+        return _PeriodicDecorator(self, every, cron, tz, catch_up, task_settings)
 
     def on_failure(self, callback: FailureCallback) -> FailureCallback:
         """Call ``callback(job_info, error)`` whenever a job fails for good (usable as a

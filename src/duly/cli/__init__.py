@@ -5,11 +5,23 @@ from __future__ import annotations
 from duly.cli.common import cli
 from duly.cli.demo import demo
 from duly.cli.inspect import cancel, jobs, migrate, queues, retry, stats, status, workers
-from duly.cli.worker import worker
+from duly.cli.worker import scheduler, worker
 
 __all__ = ["cli", "main"]
 
-for command in (worker, status, jobs, retry, cancel, stats, queues, workers, migrate, demo):
+for command in (
+    worker,
+    scheduler,
+    status,
+    jobs,
+    retry,
+    cancel,
+    stats,
+    queues,
+    workers,
+    migrate,
+    demo,
+):
     cli.add_command(command)
 
 

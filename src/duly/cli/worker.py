@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import sys
 
 import click
 
 from duly.cli.common import fail, load_app, translate_errors
 
-__all__ = ["worker"]
+__all__ = ["scheduler", "worker"]
 
 
 def _use_fast_loop() -> None:
@@ -62,6 +63,12 @@ def _use_fast_loop() -> None:
 )
 @click.option("--burst", is_flag=True, help="Exit once no job is queued, due or running.")
 @click.option(
+    "--scheduler/--no-scheduler",
+    default=True,
+    show_default=True,
+    help="Also run the periodic tasks' scheduler.",
+)
+@click.option(
     "--log-level",
     default="INFO",
     show_default=True,
@@ -111,7 +118,51 @@ def worker(
         sys.exit(Supervisor(argv, processes, grace).run())
     app = load_app(app_path, None)
     runner = app.worker(
-        queues=queue_list, concurrency=concurrency, lease=lease, grace=grace, burst=burst
+        queues=queue_list,
+        concurrency=concurrency,
+        lease=lease,
+        grace=grace,
+        burst=burst,
+        scheduler=scheduler,
     )
     _use_fast_loop()
     asyncio.run(runner.run())
+
+
+@click.command()
+@click.argument("app_path", envvar="DULY_APP", metavar="MODULE:APP")
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+@translate_errors
+def scheduler(app_path: str, log_level: str) -> None:
+    """Run only the scheduler of MODULE:APP's periodic tasks (workers run one too)."""
+    logging.basicConfig(
+        level=log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s",
+    )
+    app = load_app(app_path, None)
+    if not app.schedules:
+        fail(f"{app_path} has no periodic tasks", 2)
+    from duly.scheduler import Scheduler
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        runner = Scheduler(app)
+        logging.getLogger("duly.scheduler").info(
+            "scheduler started: %s", ", ".join(sorted(app.schedules))
+        )
+        try:
+            await runner.run(stop)
+        finally:
+            await app.aclose()
+
+    _use_fast_loop()
+    asyncio.run(run())

@@ -35,6 +35,7 @@ from duly.errors import BackendUnavailable, ConfigurationError, DulyError
 from duly.ids import new_id
 from duly.job import JobInfo
 from duly.records import JobRecord, Outcome
+from duly.scheduler import Scheduler
 from duly.task import check_queue
 from duly.worker.execute import Execution, failure_outcome
 from duly.worker.threads import ThreadRunner
@@ -50,6 +51,7 @@ log = logging.getLogger("duly.worker")
 MIN_LEASE = 2.0
 PROMOTE_INTERVAL = 0.25
 PURGE_INTERVAL = 30.0
+SCHEDULER_INTERVAL = 0.5
 _BATCH_LIMIT = 1000
 
 
@@ -69,7 +71,8 @@ class Worker:
     ``queues`` are tried in order (earlier first); ``concurrency`` jobs run at once; ``lease``
     is how long a job may go without a heartbeat before another process recovers it (>= 2 s);
     ``grace`` is how long a graceful stop waits for running jobs; ``burst`` stops the worker
-    once no job is queued, due or running here (jobs due later are left for later).
+    once no job is queued, due or running here (jobs due later are left for later);
+    ``scheduler`` runs the periodic tasks' scheduler in this worker (the default).
     """
 
     def __init__(
@@ -82,6 +85,7 @@ class Worker:
         grace: float = 30.0,
         poll: float = 1.0,
         burst: bool = False,
+        scheduler: bool = True,
         install_signal_handlers: bool = True,
         name: str | None = None,
     ) -> None:
@@ -98,6 +102,7 @@ class Worker:
         self.grace = float(grace)
         self.poll = float(poll)
         self.burst = burst
+        self.scheduler = Scheduler(app) if scheduler and app.schedules else None
         self.install_signal_handlers = install_signal_handlers
         self.id = name or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-6:]}"
         self.stats = WorkerStats()
@@ -172,6 +177,8 @@ class Worker:
             asyncio.create_task(self._heartbeat_loop(), name="duly-heartbeat"),
             asyncio.create_task(self._maintenance_loop(), name="duly-maintenance"),
         ]
+        if self.scheduler is not None:
+            helpers.append(asyncio.create_task(self._scheduler_loop(), name="duly-scheduler"))
         try:
             await self._fetch_loop()
             await self._drain()
@@ -425,6 +432,12 @@ class Worker:
                 await self._call(self._backend.purge(self.app.clock.now(), _BATCH_LIMIT), "purge")
                 next_purge = time.monotonic() + PURGE_INTERVAL
             await asyncio.sleep(PROMOTE_INTERVAL)
+
+    async def _scheduler_loop(self) -> None:
+        assert self._backend is not None and self.scheduler is not None
+        while not self._closing:
+            await self._call(self.scheduler.run_once(self._backend), "scheduler")
+            await asyncio.sleep(SCHEDULER_INTERVAL)
 
     async def _promote(self) -> None:
         assert self._backend is not None
