@@ -127,8 +127,16 @@ class JobStateMachine(RuleBasedStateMachine):
         records = self.run(self.backend.claim(worker, queues, limit, self.now, self.now + LEASE))
         taken = [r.id for r in records]
         assert len(taken) == len(set(taken))
-        assert len(taken) == min(limit, len(claimable))
         assert set(taken) <= set(claimable), "claimed a job that was not queued"
+        wanted = min(limit, len(claimable))
+        if any(self.jobs[i].lost for i in claimable):
+            # A job that lost a worker is handed out alone and a batch stops before one, so
+            # the batch may be short; never empty while something is claimable.
+            assert 1 <= len(taken) <= wanted
+            if any(self.jobs[i].lost for i in taken):
+                assert len(taken) == 1, "a job that lost its worker was claimed with others"
+        else:
+            assert len(taken) == wanted
         for record in records:
             model = self.jobs[record.id]
             assert record.status == "running"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import importlib.util
 import json
 import os
@@ -22,14 +21,12 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
+from services import BACKENDS, POSTGRES_URL, REDIS_URL, require_service
 
 import duly
 
 __all__ = ["BACKENDS", "E2E", "pid_alive", "require_service", "wait_until"]
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
-POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
-BACKENDS = ["sqlite", "redis", "postgres"]
 
 TASKS_MODULE = '''
 """Tasks of the end-to-end tests (written by tests/e2e/conftest.py)."""
@@ -79,43 +76,6 @@ def mark(n):
 def boom():
     raise ValueError("boom")
 '''
-
-
-@functools.cache
-def service_problem(kind: str) -> str | None:
-    """Why the ``kind`` service cannot be used, or None."""
-    if kind == "redis":
-        try:
-            import redis
-        except ImportError as exc:
-            return f"redis-py is not installed ({exc})"
-        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
-        try:
-            client.ping()
-        except Exception as exc:
-            return f"Redis at {REDIS_URL} is not reachable ({exc!r})"
-        finally:
-            client.close()
-    elif kind == "postgres":
-        try:
-            import psycopg
-        except ImportError as exc:
-            return f"psycopg is not installed ({exc})"
-        try:
-            psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
-        except Exception as exc:
-            return f"PostgreSQL at {POSTGRES_URL} is not reachable ({exc!r})"
-    return None
-
-
-def require_service(kind: str) -> None:
-    """Skip the test when ``kind`` is unreachable; fail it instead when ``CI`` is set."""
-    problem = service_problem(kind)
-    if problem is None:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"{problem}; CI must provide this service", pytrace=False)
-    pytest.skip(problem)
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, poll: float = 0.05) -> Any:

@@ -14,6 +14,14 @@ from duly.cli.common import fail, load_app, translate_errors
 __all__ = ["scheduler", "worker"]
 
 
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s",
+    )
+
+
 def _use_fast_loop() -> None:
     try:
         import uvloop
@@ -83,14 +91,11 @@ def worker(
     lease: float,
     grace: float,
     burst: bool,
+    scheduler: bool,
     log_level: str,
 ) -> None:
     """Run the jobs of MODULE:APP ($DULY_APP) until SIGTERM/SIGINT."""
-    logging.basicConfig(
-        level=log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s",
-    )
+    _configure_logging(log_level)
     queue_list = [q.strip() for q in queues.split(",") if q.strip()]
     if not queue_list:
         fail("--queues needs at least one queue name", 2)
@@ -114,6 +119,7 @@ def worker(
             str(grace),
             "--log-level",
             log_level,
+            "--scheduler" if scheduler else "--no-scheduler",
         ]
         sys.exit(Supervisor(argv, processes, grace).run())
     app = load_app(app_path, None)
@@ -140,11 +146,7 @@ def worker(
 @translate_errors
 def scheduler(app_path: str, log_level: str) -> None:
     """Run only the scheduler of MODULE:APP's periodic tasks (workers run one too)."""
-    logging.basicConfig(
-        level=log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s",
-    )
+    _configure_logging(log_level)
     app = load_app(app_path, None)
     if not app.schedules:
         fail(f"{app_path} has no periodic tasks", 2)

@@ -213,7 +213,9 @@ SELECT (SELECT count(*) FROM moved) AS moved,
        (SELECT j.scheduled_for
           FROM {schema}.jobs j
          WHERE j.status IN ('scheduled', 'retrying')
-           AND NOT EXISTS (SELECT 1 FROM moved m WHERE m.id = j.id)
+           -- NOT IN over the CTE is one hashed lookup per row; NOT EXISTS was planned as a
+           -- nested loop over every moved row (quadratic in the batch).
+           AND j.id NOT IN (SELECT m.id FROM moved m)
          ORDER BY j.scheduled_for
          LIMIT 1) AS next_due,
        (SELECT count(pg_notify(%(channel)s, q.queue))

@@ -1,0 +1,57 @@
+"""The backing services the tests use, and the one rule for a missing one.
+
+A service that is not reachable skips the tests that need it on a developer's machine and fails
+them when the ``CI`` environment variable is set, so CI never passes by skipping everything (as
+dramatiq's ``check_redis`` does). Importable from every test folder (``tests/`` is on sys.path
+through the root conftest).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+
+__all__ = ["BACKENDS", "POSTGRES_URL", "REDIS_URL", "require_service", "service_problem"]
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
+BACKENDS = ["sqlite", "redis", "postgres"]
+
+
+@functools.cache
+def service_problem(kind: str) -> str | None:
+    """Why the ``kind`` service (``sqlite``, ``redis``, ``postgres``) cannot be used, or None."""
+    if kind == "redis":
+        try:
+            import redis
+        except ImportError as exc:
+            return f"redis-py is not installed ({exc})"
+        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+        try:
+            client.ping()
+        except Exception as exc:
+            return f"Redis at {REDIS_URL} is not reachable ({exc!r})"
+        finally:
+            client.close()
+    elif kind == "postgres":
+        try:
+            import psycopg
+        except ImportError as exc:
+            return f"psycopg is not installed ({exc})"
+        try:
+            psycopg.connect(POSTGRES_URL, connect_timeout=2).close()
+        except Exception as exc:
+            return f"PostgreSQL at {POSTGRES_URL} is not reachable ({exc!r})"
+    return None
+
+
+def require_service(kind: str) -> None:
+    """Skip the test when ``kind`` is unreachable; fail it instead when ``CI`` is set."""
+    problem = service_problem(kind)
+    if problem is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"{problem}; CI must provide this service", pytrace=False)
+    pytest.skip(problem)
