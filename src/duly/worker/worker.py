@@ -229,6 +229,11 @@ class Worker:
         backoff = 0.1
         while not self.stopping:
             free = self.concurrency - len(self._running)
+            # A job that lost its worker may kill this process too: while one runs here, claim
+            # nothing more, so no job claimed later shares its fate (the backend hands it out
+            # alone in its claim; this makes "alone" hold for the process).
+            if any(execution.record.lost for execution, _ in self._running.values()):
+                free = 0
             if free <= 0:
                 self._slot_freed.clear()
                 await self._wait_any(self._slot_freed.wait(), None)

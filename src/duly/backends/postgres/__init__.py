@@ -19,6 +19,7 @@ import dataclasses
 import functools
 import math
 import threading
+import time
 import zlib
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -199,9 +200,9 @@ class PostgresBackend:
                 kwargs=self._options,
                 timeout=_CONNECT_TIMEOUT,
                 name=f"duly-{self.schema}",
-                # A connection cut by the server (restart, pg_terminate_backend) is noticed
-                # when it is handed out, not by the heartbeat or claim that would use it.
-                check=AsyncConnectionPool.check_connection,
+                # No check= here: after a failed check psycopg_pool waits 1 s, 2 s, ... before
+                # the next attempt, so under repeated cuts no connection survives the wait.
+                # _conn checks each connection it hands out and retries at once instead.
             )
             try:
                 await pool.open(wait=True, timeout=_CONNECT_TIMEOUT)
@@ -222,13 +223,38 @@ class PostgresBackend:
         if self._pool is None:
             await self.open()
         assert self._pool is not None
+        pool = self._pool
         try:
-            async with self._pool.connection() as conn:
-                yield conn
-        except _NOT_OUTAGES:
-            raise
+            conn = await self._live_connection(pool)
         except (psycopg.OperationalError, PoolTimeout) as exc:
             raise self._unavailable(exc) from exc
+        try:
+            yield conn
+        except _NOT_OUTAGES:
+            raise
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from exc
+        finally:
+            await pool.putconn(conn)
+
+    @staticmethod
+    async def _live_connection(
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]],
+    ) -> psycopg.AsyncConnection[Any]:
+        """A pooled connection that answers. One cut by the server (restart,
+        pg_terminate_backend, a proxy) is given back (the pool discards it) and the next one
+        is taken at once."""
+        deadline = time.monotonic() + _CONNECT_TIMEOUT
+        while True:
+            conn = await pool.getconn(max(deadline - time.monotonic(), 0.01))
+            try:
+                await conn.execute("")  # what AsyncConnectionPool.check_connection does
+            except psycopg.OperationalError:
+                await pool.putconn(conn)
+                if time.monotonic() >= deadline:
+                    raise
+                continue
+            return conn
 
     async def _one(
         self, name: str, params: dict[str, object] | None = None, *, retry: bool = False
@@ -397,7 +423,6 @@ class PostgresBackend:
                 kwargs=self._options,
                 timeout=_CONNECT_TIMEOUT,
                 name=f"duly-sync-{self.schema}",
-                check=ConnectionPool.check_connection,
             )
             try:
                 pool.open(wait=True, timeout=_CONNECT_TIMEOUT)

@@ -1,0 +1,53 @@
+"""Short versions of the chaos scenarios (the full ones: ``python -m chaos.run``).
+
+Each starts real ``duly worker`` processes against a fresh namespace, injects the fault and
+counts runs from outside duly (see ``chaos/tasks.py``). Scenario 7 (the hypothesis state
+machine) already runs in ``tests/conformance/test_protocol_state_machine.py``.
+A backend whose service is down is skipped locally and fails under ``CI``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import os  # noqa: E402
+
+from chaos import harness, s1_kill_storm, s2_deploy, s6_poison  # noqa: E402
+
+KINDS = ("sqlite", "redis", "postgres")
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture(params=KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    problem = harness.service_problem(request.param)
+    if problem is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{problem}; CI must provide this service", pytrace=False)
+        pytest.skip(problem)
+    return request.param
+
+
+def _assert_ok(result: harness.Result) -> None:
+    assert result.ok, f"{result.scenario}/{result.backend}: {result.notes}"
+
+
+def test_kill_storm_short(kind: str, tmp_path: Path) -> None:
+    _assert_ok(s1_kill_storm.run(kind, tmp_path, short=True, tiny=True))
+
+
+def test_deploy_short(kind: str, tmp_path: Path) -> None:
+    for result in s2_deploy.run(kind, tmp_path, short=True, tiny=True):
+        _assert_ok(result)
+
+
+def test_poison_input_short(kind: str, tmp_path: Path) -> None:
+    _assert_ok(s6_poison.run(kind, tmp_path, short=True))
