@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import click
 from rich.console import Console, Group
@@ -147,12 +150,36 @@ def _summary(
         )
     console.print(table)
     failed = next((i for i in infos if i is not None and i.status == "failed"), None)
+    if failed is not None and failed.error:
+        console.print(
+            f"\n[red]{failed.task} failed for good[/] after {failed.attempts} attempts: "
+            f"{failed.error['type']}: {failed.error['message']}",
+            highlight=False,
+        )
     example = failed or next(i for i in infos if i is not None)
     flag = f" --url {url}" if url else ""
+    duly = _command_name()
     console.print("\n[bold]Look a job up:[/]")
-    console.print(f"  duly status {example.id}{flag}", highlight=False)
-    console.print(f"  duly status {example.id} --json{flag}", highlight=False)
-    console.print(f"  duly jobs --status failed{flag}", highlight=False)
-    console.print(f"  duly jobs --key user:7{flag}", highlight=False)
-    console.print(f"  duly retry {example.id}{flag}", highlight=False)
-    console.print(f"  duly stats{flag}", highlight=False)
+    for command in (
+        f"status {example.id}",
+        f"status {example.id} --json",
+        "jobs --status failed",
+        "jobs --key user:7",
+        f"retry {example.id}",
+        "stats",
+    ):
+        console.print(f"  {duly} {command}{flag}", highlight=False, soft_wrap=True)
+
+
+def _command_name() -> str:
+    """``duly`` if that is what runs on PATH, else the path this one was started by."""
+    started = Path(sys.argv[0]).resolve()
+    if started.name == "__main__.py":  # python -m duly
+        return f"{sys.executable} -m duly"
+    found = shutil.which("duly")
+    if found is not None and Path(found).resolve() == started:
+        return "duly"
+    try:
+        return str(started.relative_to(Path.cwd()))
+    except ValueError:
+        return str(started)
