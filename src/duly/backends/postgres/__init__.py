@@ -180,6 +180,22 @@ class PostgresBackend:
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from exc
 
+    def _pool_settings(self, name: str) -> dict[str, Any]:
+        """What both pools (async for the protocol, sync for blocking enqueue) are built with.
+
+        No ``check=``: after a failed check psycopg_pool waits 1 s, 2 s, ... before the next
+        attempt, so under repeated cuts no connection survives the wait. ``_conn`` checks each
+        connection it hands out and retries at once instead.
+        """
+        return {
+            "min_size": 1,
+            "max_size": self._max_connections,
+            "open": False,
+            "kwargs": self._options,
+            "timeout": _CONNECT_TIMEOUT,
+            "name": name,
+        }
+
     async def open(self) -> None:
         if self._pool is not None:
             return
@@ -193,16 +209,7 @@ class PostgresBackend:
             else:
                 await self._check_schema()
             pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
-                self.url,
-                min_size=1,
-                max_size=self._max_connections,
-                open=False,
-                kwargs=self._options,
-                timeout=_CONNECT_TIMEOUT,
-                name=f"duly-{self.schema}",
-                # No check= here: after a failed check psycopg_pool waits 1 s, 2 s, ... before
-                # the next attempt, so under repeated cuts no connection survives the wait.
-                # _conn checks each connection it hands out and retries at once instead.
+                self.url, **self._pool_settings(f"duly-{self.schema}")
             )
             try:
                 await pool.open(wait=True, timeout=_CONNECT_TIMEOUT)
@@ -416,13 +423,7 @@ class PostgresBackend:
             if self.auto_migrate:
                 self._migrate_blocking()
             pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-                self.url,
-                min_size=1,
-                max_size=self._max_connections,
-                open=False,
-                kwargs=self._options,
-                timeout=_CONNECT_TIMEOUT,
-                name=f"duly-sync-{self.schema}",
+                self.url, **self._pool_settings(f"duly-sync-{self.schema}")
             )
             try:
                 pool.open(wait=True, timeout=_CONNECT_TIMEOUT)
