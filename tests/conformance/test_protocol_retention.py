@@ -99,3 +99,14 @@ async def test_purge_drops_counter_buckets_older_than_a_day(backend: Backend) ->
     assert await backend.purge(later + 60, 100) == 1
     assert await backend.get_job(old) is None
     assert {r.minute for r in await backend.stats(0)} == {int(later // 60)}
+
+
+async def test_purge_forgets_workers_not_seen_for_a_day(backend: Backend) -> None:
+    """A worker that died without unregistering does not stay listed forever."""
+    await backend.register_worker("dead", T0, {"pid": 1})
+    await backend.register_worker("alive", T0, {"pid": 2})
+    await backend.heartbeat("alive", [], T0 + 86_000, T0 + 86_030)
+    await backend.purge(T0 + 86_400 - 1, 100)
+    assert {w.id for w in await backend.workers()} == {"dead", "alive"}
+    await backend.purge(T0 + 86_400 + 1, 100)
+    assert [w.id for w in await backend.workers()] == ["alive"]

@@ -163,7 +163,8 @@ class Backend(Protocol):
 
     async def purge(self, now: float, limit: int) -> int:
         """Delete up to ``limit`` finished jobs with ``expire_at <= now`` (and their index
-        entries) plus counter buckets older than 24 h. Returns how many jobs were deleted."""
+        entries), counter buckets older than 24 h, and workers not seen for 24 h (they died
+        without unregistering). Returns how many jobs were deleted."""
         ...
 
     # -- introspection ---------------------------------------------------------------------

@@ -657,6 +657,7 @@ class PostgresBackend:
             "now": float(now),
             "limit": max(int(limit), 0),
             "oldest_minute": int((now - 86_400) // 60),
+            "worker_cutoff": float(now - 86_400),
         }
         row = await self._one("purge", params, retry=True)
         assert row is not None

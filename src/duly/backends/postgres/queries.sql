@@ -326,6 +326,10 @@ deleted AS (
 ),
 old_stats AS (
     DELETE FROM {schema}.stats WHERE minute < %(oldest_minute)s
+),
+-- Workers that died without unregistering and were not seen for 24 h.
+old_workers AS (
+    DELETE FROM {schema}.workers WHERE last_seen < %(worker_cutoff)s
 )
 SELECT count(*) AS deleted FROM deleted;
 

@@ -258,8 +258,8 @@ class Scripts:
         k = self.keys
         reply = await self.purge_script(
             client,
-            (k.expiry, k.all, k.counter_minutes),
-            [k.prefix, float(now), limit, float(counter_cutoff)],
+            (k.expiry, k.all, k.counter_minutes, k.workers, k.worker_info),
+            [k.prefix, float(now), limit, float(counter_cutoff), float(now - 86_400)],
         )
         return int(reply)
 

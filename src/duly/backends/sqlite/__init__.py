@@ -629,6 +629,7 @@ class SqliteBackend:
                     _QUERIES["purge_jobs"], {"now": now, "limit": limit}
                 ).rowcount
             conn.execute(_QUERIES["purge_stats"], {"minute": old_minute})
+            conn.execute(_QUERIES["purge_workers"], {"cutoff": now - 86_400})
             return deleted
 
         return await self._transaction(purge, "purge")

@@ -219,6 +219,10 @@ WHERE id IN (
 -- name: purge_stats
 DELETE FROM stats WHERE minute < :minute;
 
+-- name: purge_workers
+-- Workers that died without unregistering (SIGKILL, lost machine) and were not seen for 24 h.
+DELETE FROM workers WHERE last_seen < :cutoff;
+
 -- name: get_job
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,

@@ -1,8 +1,11 @@
 -- purge.lua: delete finished jobs past their expire_at, and counter buckets older than 24 h.
 --
 -- KEYS[1] expiry zset   KEYS[2] all-jobs index   KEYS[3] counter minutes zset
+-- KEYS[4] workers zset  KEYS[5] worker info hash
 -- ARGV[1] prefix   ARGV[2] now   ARGV[3] limit
 -- ARGV[4] counter cutoff: buckets whose minute is < this value are deleted
+-- ARGV[5] worker cutoff: workers last seen before this time are forgotten (they died without
+--         unregistering), at most 1000 per call
 -- Returns the number of jobs deleted.
 --
 -- Takes up to `limit` ids of `exp` with expire_at <= now. A job that is still finished is
@@ -28,5 +31,10 @@ local minutes = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[4], 'LI
 for _, minute in ipairs(minutes) do
   redis.call('DEL', PREFIX .. 'c:' .. minute)
   redis.call('ZREM', KEYS[3], minute)
+end
+local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. ARGV[5], 'LIMIT', 0, 1000)
+for _, worker in ipairs(gone) do
+  redis.call('ZREM', KEYS[4], worker)
+  redis.call('HDEL', KEYS[5], worker)
 end
 return deleted
