@@ -12,7 +12,6 @@ import sys
 import traceback
 import uuid
 from pathlib import Path
-from typing import Any
 
 from chaos import harness as h
 
@@ -48,7 +47,7 @@ def run(kind: str, workdir: Path, short: bool = False) -> h.Result:
     machine = type(
         "ChaosJobStateMachine",
         (JobStateMachine,),
-        {"factory": factory, "claim": _claim_rule(JobStateMachine)},
+        {"factory": factory},
     )
     try:
         run_state_machine_as_test(
@@ -73,49 +72,3 @@ def run(kind: str, workdir: Path, short: bool = False) -> h.Result:
     result.jobs = examples
     result.notes.append(f"{examples} random programs x up to 40 steps (jobs column = programs)")
     return result
-
-
-def _claim_rule(base: type) -> Any:
-    """The machine's ``claim`` rule, with the model of the claim contract as of commit 2822923.
-
-    A job that already lost a worker is handed out alone: only as the first job of a claim,
-    which then stops (``Backend.claim``'s docstring). The model in
-    ``tests/conformance/test_protocol_state_machine.py`` still expects every claim to take
-    ``min(limit, claimable)`` jobs, so it fails on any program that recovers a job and then
-    claims with room for two. Same strategies and same bookkeeping as the original rule; only
-    the count check follows the new contract. Drop this once the conformance model has it.
-    """
-    from hypothesis.stateful import rule
-    from test_protocol_state_machine import LEASE
-
-    strategies = base.claim.hypothesis_stateful_rule.arguments_strategies
-
-    @rule(**strategies)
-    def claim(self: Any, worker: str, queues: list[str], limit: int) -> None:
-        claimable = [i for i, m in self.jobs.items() if m.status == "queued" and m.queue in queues]
-        records = self.run(self.backend.claim(worker, queues, limit, self.now, self.now + LEASE))
-        taken = [r.id for r in records]
-        assert len(taken) == len(set(taken))
-        assert set(taken) <= set(claimable), "claimed a job that was not queued"
-        assert len(taken) <= min(limit, len(claimable))
-        assert taken or not claimable, "nothing claimed although a job was queued"
-        suspects = [i for i in taken if self.jobs[i].lost > 0]
-        assert not suspects or taken == suspects[:1], (
-            f"a job that lost a worker shared a claim: {taken}"
-        )
-        if len(taken) < min(limit, len(claimable)):
-            left = set(claimable) - set(taken)
-            assert suspects or any(self.jobs[i].lost > 0 for i in left), (
-                f"claim stopped at {len(taken)} of {min(limit, len(claimable))} for no reason"
-            )
-        for record in records:
-            model = self.jobs[record.id]
-            assert record.status == "running"
-            assert record.worker == worker
-            assert record.attempts == model.attempts + 1
-            model.status, model.worker = "running", worker
-            model.attempts += 1
-            model.lease_until = self.now + LEASE
-            model.due = None
-
-    return claim

@@ -230,10 +230,6 @@ DOWN_URLS = {
 
 @pytest.mark.parametrize("kind", list(DOWN_URLS))
 def test_backend_down_at_enqueue(kind: str, tmp_path: Path) -> None:
-    if kind == "redis":
-        pytest.importorskip("redis")
-    if kind == "postgres":
-        pytest.importorskip("psycopg")
     url = DOWN_URLS[kind](tmp_path)
     with duly.App(url) as app:
 

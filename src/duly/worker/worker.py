@@ -107,6 +107,8 @@ class Worker:
         self.id = name or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-6:]}"
         self.stats = WorkerStats()
         self._running: dict[str, tuple[Execution, asyncio.Task[None]]] = {}
+        #: Running jobs that lost a worker before (while any runs, nothing more is claimed).
+        self._suspects = 0
         self._unacked: dict[str, Execution] = {}
         self._outcomes: list[tuple[Execution, Outcome, BaseException | None]] = []
         self._outcome_ready = asyncio.Event()
@@ -232,7 +234,7 @@ class Worker:
             # A job that lost its worker may kill this process too: while one runs here, claim
             # nothing more, so no job claimed later shares its fate (the backend hands it out
             # alone in its claim; this makes "alone" hold for the process).
-            if any(execution.record.lost for execution, _ in self._running.values()):
+            if self._suspects:
                 free = 0
             if free <= 0:
                 self._slot_freed.clear()
@@ -301,6 +303,8 @@ class Worker:
         execution = Execution(record, self.id)
         task = asyncio.create_task(self._run_one(execution), name=f"duly-job-{record.id}")
         self._running[record.id] = (execution, task)
+        if record.lost:
+            self._suspects += 1
 
     async def _run_one(self, execution: Execution) -> None:
         assert self._threads is not None
@@ -317,13 +321,19 @@ class Worker:
             outcome = failure_outcome(self.app, None, execution.record, exc, self.app.clock.now())
             error = exc
         finally:
-            self._running.pop(job_id, None)
-            self._slot_freed.set()
+            self._forget(job_id)
         if outcome is None or execution.abandoned:
             return
         self._unacked[job_id] = execution
         self._outcomes.append((execution, outcome, error))
         self._outcome_ready.set()
+
+    def _forget(self, job_id: str) -> None:
+        """The job no longer runs here: free its slot."""
+        entry = self._running.pop(job_id, None)
+        if entry is not None and entry[0].record.lost:
+            self._suspects -= 1
+        self._slot_freed.set()
 
     # -- ack -------------------------------------------------------------------------------
     async def _ack_loop(self) -> None:
@@ -495,7 +505,7 @@ class Worker:
         # Sync jobs stuck in their thread cannot be interrupted: hand them back anyway.
         for job_id, (execution, _task) in list(self._running.items()):
             execution.abandoned = True
-            self._running.pop(job_id, None)
+            self._forget(job_id)
             self._outcomes.append(
                 (execution, Outcome(job_id, "release", run_at=self.app.clock.now()), None)
             )
