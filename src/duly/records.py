@@ -22,8 +22,10 @@ __all__ = [
     "Outcome",
     "OutcomeKind",
     "QueueStats",
+    "RateRequest",
     "Recovered",
     "StatRow",
+    "UniqueUntil",
     "WorkerRecord",
 ]
 
@@ -44,12 +46,24 @@ ACTIVE_STATUSES: Final[frozenset[str]] = frozenset({"scheduled", "queued", "runn
 #: A job in one of these states has reached an outcome; retention will delete it.
 FINISHED_STATUSES: Final[frozenset[str]] = frozenset({"succeeded", "failed", "cancelled"})
 
-OutcomeKind = Literal["succeeded", "failed", "retry", "release"]
+OutcomeKind = Literal["succeeded", "failed", "retry", "release", "again"]
+UniqueUntil = Literal["start", "finish"]
 
 
 @dataclass(slots=True)
 class NewJob:
-    """A job to store. ``scheduled_for > enqueued_at`` makes it ``scheduled``, else ``queued``."""
+    """A job to store. ``scheduled_for > enqueued_at`` makes it ``scheduled``, else ``queued``.
+
+    Concurrency control (PRODUCT §4), rendered by the task before the job reaches a backend:
+
+    - ``unique_key``: while a job holding this key is active, enqueueing another job with the
+      same key stores nothing and returns the holder. The hold ends when the holder first
+      starts (``unique_until="start"``) or reaches succeeded/failed/cancelled (``"finish"``), or
+      at ``unique_expires_at`` (a later enqueue then takes the key over).
+    - ``gate`` / ``gate_limit``: at most ``gate_limit`` jobs with this gate run at once (a
+      mutex is a gate of limit 1). ``claim`` parks a job whose gate is full; a job leaving
+      ``running`` frees its slot and puts the best parked job of its gate back in its queue.
+    """
 
     id: str
     task: str
@@ -60,6 +74,11 @@ class NewJob:
     priority: int
     enqueued_at: float
     scheduled_for: float
+    unique_key: str | None = None
+    unique_until: UniqueUntil = "finish"
+    unique_expires_at: float | None = None
+    gate: str | None = None
+    gate_limit: int = 0
 
 
 @dataclass(slots=True)
@@ -95,6 +114,9 @@ class JobRecord:
     #: How many runs of this job were lost with their worker.
     lost: int = 0
     expire_at: float | None = None
+    #: The start time of a rate-limit slot this job already holds (set by a ``release`` that
+    #: deferred it to that slot); the worker runs it without taking another slot.
+    rate_slot: float | None = None
 
 
 @dataclass(slots=True)
@@ -105,7 +127,13 @@ class Outcome:
     - ``failed``: store ``errors`` (the whole history); deleted at ``expire_at``.
     - ``retry``: store ``errors``; status ``retrying`` until ``run_at``.
     - ``release``: hand the job back without charging the attempt (``attempts - 1``): ``queued``
-      at the head of its queue if ``run_at <= now``, else ``scheduled`` for ``run_at``.
+      at the head of its queue if ``run_at <= now``, else ``scheduled`` for ``run_at``; it
+      stores ``rate_slot`` (None clears it).
+    - ``again``: the run succeeded and the same job runs again (a watch's next check): store
+      ``result``; ``attempts`` and ``lost`` back to 0; ``scheduled`` for ``run_at`` (``queued``
+      if ``run_at <= now``); counted as a success. Its unique key stays held.
+
+    Every kind but ``release`` clears ``rate_slot``; every kind frees the job's gate slot.
     """
 
     job_id: str
@@ -114,6 +142,21 @@ class Outcome:
     errors: bytes | None = None
     run_at: float | None = None
     expire_at: float | None = None
+    rate_slot: float | None = None
+
+
+@dataclass(slots=True)
+class RateRequest:
+    """One slot asked of a rate limit (GCRA): ``burst`` starts at once, then one per ``interval``.
+
+    ``not_before`` pushes the limit's whole schedule: no slot of this key starts before it
+    (an upstream said "slow down until then").
+    """
+
+    key: str
+    interval: float
+    burst: int
+    not_before: float = 0.0
 
 
 @dataclass(slots=True)

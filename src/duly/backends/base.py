@@ -13,6 +13,18 @@ driver's exception); any other failure is a bug and may raise what it likes.
 
 Ordering of a queue: higher ``priority`` first; within one priority, jobs handed back (recovered
 orphans and graceful-shutdown releases) first, then by ``enqueued_at``/id (FIFO).
+
+Concurrency control rests on three primitives every backend keeps atomically with the job
+states (the task layer renders keys and limits; ``duly.worker`` applies rate limits):
+
+- **unique hold** (``enqueue``): one active holder per ``unique_key``; see ``NewJob``.
+- **gate** (``claim`` and every way out of ``running``): a counting semaphore per ``gate`` whose
+  holders are exactly the running jobs of that gate, so a slot lives and dies with its holder's
+  lease. A job that finds its gate full is *parked*: it stays ``queued`` (listed and counted as
+  queued, never charged an attempt) but no claim sees it until a slot of its gate frees, which
+  puts the best parked job (priority, then FIFO) back in its queue and wakes that queue. So a
+  waiting job never polls, and a gate with a free slot has no parked job for long.
+- **rate slots** (``reserve_rate``): a GCRA schedule per key, reserved in one round trip.
 """
 
 from __future__ import annotations
@@ -27,6 +39,7 @@ from duly.records import (
     NewJob,
     Outcome,
     QueueStats,
+    RateRequest,
     Recovered,
     StatRow,
     WorkerRecord,
@@ -59,6 +72,11 @@ class Backend(Protocol):
         A job whose ``scheduled_for > enqueued_at`` is ``scheduled`` (in the due index, never
         scanned before it is due); else ``queued``. A job with a ``key`` joins that key's index.
         Returns one result per input, in order.
+
+        A job with a ``unique_key`` held by an active job (scheduled, queued, running or
+        retrying, whose hold has not ended) is not stored: its result is the holder's id with
+        ``deduplicated=True`` (also for a duplicate earlier in the same batch). A hold past its
+        ``unique_expires_at`` (compared with the job's ``enqueued_at``) is taken over.
         """
         ...
 
@@ -77,8 +95,14 @@ class Backend(Protocol):
         """Atomically take up to ``limit`` queued jobs, trying ``queues`` in the given order.
 
         Each claimed job becomes ``running`` with ``attempts + 1``, ``started_at = now``,
-        ``worker``, ``lease_until``; ``finished_at``/``result`` are cleared. Returned records
-        show the new state.
+        ``worker``, ``lease_until``; ``finished_at`` is cleared (``result`` is kept: it is the
+        previous run's, for a job that runs ``again``). Returned records show the new state.
+        A ``unique_until="start"`` job's unique hold ends here.
+
+        A job with a ``gate`` whose ``gate_limit`` running jobs are reached is parked instead
+        (not returned, not charged); the claim goes on with the jobs behind it. A claim may
+        return fewer than ``limit`` while claimable jobs remain (it always returns at least one
+        if any job is claimable).
 
         A job that already lost a worker (``lost > 0``) may be a poison pill that kills whoever
         runs it, so it is handed out alone: only as the first job of a claim, which then stops.
@@ -101,7 +125,9 @@ class Backend(Protocol):
 
         An outcome applies only if its job is still ``running`` under ``worker``; otherwise it
         is dropped (the job was recovered or cancelled) and its flag is False. Applied outcomes
-        bump the per-minute counters: succeeded, failed, retry -> retried.
+        bump the per-minute counters: succeeded and again -> succeeded, failed, retry ->
+        retried. Each applied outcome frees its job's gate slot (unparking one job of that gate);
+        succeeded and failed end its unique hold.
         """
         ...
 
@@ -122,7 +148,8 @@ class Backend(Protocol):
         (``queued``, worker cleared, ``attempts`` kept so the lost run shows). At ``max_lost`` it
         is quarantined: ``failed`` with an error ``{"type": "LostWorker", "message": "lost its
         worker N times"}`` appended to its history, counted as a failure, deleted at
-        ``failed_expire_at``. Two processes calling this at once never recover a job twice.
+        ``failed_expire_at`` (its unique hold ends). Either way its gate slot frees and its
+        ``rate_slot`` is cleared. Two processes calling this at once never recover a job twice.
         """
         ...
 
@@ -148,8 +175,9 @@ class Backend(Protocol):
     async def cancel(self, job_id: str, now: float, expire_at: float) -> bool:
         """Cancel a scheduled, queued, retrying or running job; False if finished or unknown.
 
-        A running job is marked ``cancelled`` at once; its worker learns it at the next
-        heartbeat, and the run's outcome is dropped.
+        A running job is marked ``cancelled`` at once (its gate slot frees); its worker learns
+        it at the next heartbeat, and the run's outcome is dropped. A parked job can be
+        cancelled too. The unique hold ends.
         """
         ...
 
@@ -157,14 +185,31 @@ class Backend(Protocol):
         """Re-queue a ``failed`` or ``cancelled`` job with fresh attempts; False otherwise.
 
         ``attempts`` and ``lost`` reset to 0, ``finished_at``/``result``/``expire_at`` cleared,
-        the error history kept.
+        the error history kept. A job enqueued with a ``unique_key`` whose hold had not ended
+        before it finished takes it again; if another active job holds that key, nothing changes
+        and the result is False.
+        """
+        ...
+
+    async def reserve_rate(self, requests: Sequence[RateRequest], now: float) -> list[float]:
+        """Reserve one slot per request, in order, in one atomic step; each slot's start time.
+
+        GCRA per key. A key stores ``tat`` (its theoretical arrival time) and ``floor`` (no
+        slot starts before it; raised by ``not_before``). With ``tolerance = (burst - 1) *
+        interval``: ``floor = max(floor, not_before)``; ``tat = max(tat, now, floor)``; the
+        slot starts at ``max(now, floor, tat - tolerance)``; the key stores ``tat + interval``.
+        So ``burst`` slots start at once, then one per ``interval``; after a pause the schedule
+        resumes at ``floor`` as if idle until then. A start after ``now`` is a reservation the
+        caller must honour (defer the job). State of a key whose ``tat`` and ``floor`` have
+        passed may be forgotten (it is equivalent to none).
         """
         ...
 
     async def purge(self, now: float, limit: int) -> int:
         """Delete up to ``limit`` finished jobs with ``expire_at <= now`` (and their index
-        entries), counter buckets older than 24 h, and workers not seen for 24 h (they died
-        without unregistering). Returns how many jobs were deleted."""
+        entries), counter buckets older than 24 h, workers not seen for 24 h (they died
+        without unregistering), and rate-limit state whose ``tat`` has passed. Returns how
+        many jobs were deleted."""
         ...
 
     # -- introspection ---------------------------------------------------------------------
