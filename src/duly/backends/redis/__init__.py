@@ -48,6 +48,7 @@ from duly.records import (
     NewJob,
     Outcome,
     QueueStats,
+    RateRequest,
     Recovered,
     StatRow,
     WorkerRecord,
@@ -63,6 +64,7 @@ _POOL_WAIT: Final = 20.0  # seconds a caller waits for a free pooled connection
 _UNAVAILABLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, TimeoutError, OSError)
 _SEP: Final = "\x1f"
 _OUTCOME_FIELDS: Final = {"s": "succeeded", "f": "failed", "r": "retried"}
+_OUTCOME_KINDS: Final = frozenset({"succeeded", "failed", "retry", "release", "again"})
 
 
 try:  # hiredis packs commands in C; redis.asyncio packs them in Python (slow for many args)
@@ -146,7 +148,16 @@ def _record(job_id: str, flat: RawHash | dict[bytes, bytes]) -> JobRecord:
         lease_until=_float(h.get(b"l")),
         lost=int(h.get(b"n", 0)),
         expire_at=_float(h.get(b"z")),
+        rate_slot=_float(h.get(b"y")),
     )
+
+
+def _results(jobs: Sequence[NewJob], found: Sequence[bytes | None]) -> list[EnqueueResult]:
+    """One ``EnqueueResult`` per job from the enqueue script's answer (see ``Scripts.enqueue``)."""
+    return [
+        EnqueueResult(job.id) if other is None else EnqueueResult(other.decode(), True)
+        for job, other in zip(jobs, found, strict=True)
+    ]
 
 
 class RedisBackend:
@@ -244,16 +255,16 @@ class RedisBackend:
         if not jobs:
             return []
         with self._guard("enqueue"):
-            existed = await self._scripts.enqueue(self._redis, jobs)
-        return [EnqueueResult(job.id, dup) for job, dup in zip(jobs, existed, strict=True)]
+            found = await self._scripts.enqueue(self._redis, jobs)
+        return _results(jobs, found)
 
     def enqueue_blocking(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
         """Blocking twin of ``enqueue`` for sync callers (thread-safe; no event loop)."""
         if not jobs:
             return []
         with self._guard("enqueue"):
-            existed = self._scripts.enqueue_blocking(self._sync_redis(), jobs)
-        return [EnqueueResult(job.id, dup) for job, dup in zip(jobs, existed, strict=True)]
+            found = self._scripts.enqueue_blocking(self._sync_redis(), jobs)
+        return _results(jobs, found)
 
     def _sync_redis(self) -> SyncRedis:
         with self._sync_lock:
@@ -304,7 +315,7 @@ class RedisBackend:
         if not outcomes:
             return []
         for outcome in outcomes:
-            if outcome.kind not in ("succeeded", "failed", "retry", "release"):
+            if outcome.kind not in _OUTCOME_KINDS:
                 raise ValueError(f"unknown outcome kind {outcome.kind!r}")
         with self._guard("finish"):
             return await self._scripts.finish(self._redis, worker, outcomes, now)
@@ -436,7 +447,14 @@ class RedisBackend:
 
     async def retry(self, job_id: str, now: float) -> bool:
         with self._guard("retry"):
-            return await self._scripts.retry(self._redis, job_id)
+            return await self._scripts.retry(self._redis, job_id, now)
+
+    async def reserve_rate(self, requests: Sequence[RateRequest], now: float) -> list[float]:
+        if not requests:
+            return []
+        with self._guard("reserve_rate"):
+            starts = await self._scripts.reserve_rate(self._redis, requests, now)
+        return [float(start) for start in starts]
 
     async def purge(self, now: float, limit: int) -> int:
         cutoff = (now - 86_400) / 60  # counter buckets of minutes before this are deleted
@@ -491,10 +509,11 @@ class RedisBackend:
                 *ready, counts = await pipe.execute()
         stats = []
         for name, queued in zip(names, ready, strict=True):
+            parked = max(int(counts.get(f"{name}{_SEP}w".encode(), 0)), 0)
             stats.append(
                 QueueStats(
                     name=name,
-                    queued=int(queued),
+                    queued=int(queued) + parked,
                     scheduled=max(int(counts.get(f"{name}{_SEP}s".encode(), 0)), 0),
                     running=max(int(counts.get(f"{name}{_SEP}r".encode(), 0)), 0),
                 )

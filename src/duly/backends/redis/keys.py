@@ -16,25 +16,49 @@ key                     type    content
 ``exp``                 zset    finished ids with an ``expire_at``; score = ``expire_at``
 ``queues``              set     every queue name ever enqueued to
 ``qc``                  hash    ``<queue>\\x1fs`` = scheduled+retrying count, ``<queue>\\x1fr``
-                                = running count (kept by the scripts; queued = ZCARD q:<queue>)
+                                = running count, ``<queue>\\x1fw`` = parked count (kept by the
+                                scripts; queued = ZCARD q:<queue> + parked)
 ``c:<minute>``          hash    ``<task>\\x1f<queue>\\x1f<s|f|r>`` -> count (succeeded, failed,
                                 retried) for that minute (POSIX seconds // 60); EXPIRE 25 h
 ``cm``                  zset    minutes that have a counter bucket; score = minute
 ``w``                   zset    registered workers; score = last seen (register, heartbeat)
 ``wi``                  hash    worker id -> JSON ``{"s": started_at, "i": info}``
+``u``                   hash    unique key -> id of the active job holding it (see below)
+``gr:<gate>``           set     ids of the ``running`` jobs of ``gate`` (its taken slots)
+``gw:<gate>``           zset    parked ids of ``gate`` (``queued``, gate full); score = the
+                                ready score they were popped with
+``rl:<key>``            string  a rate limit's GCRA state ``"<tat> <floor>"`` (see
+                                reserve_rate.lua); expires (SET PX) when ``tat`` passes by the
+                                reserving caller's clock (a passed ``tat`` equals no state)
 ``wake`` (channel)      pubsub  a queue name is published when a job may be claimable in it
 ======================  ======  ================================================================
 
 Job hash fields (one letter each, to keep a queued job small): ``t`` task, ``q`` queue, ``p``
 payload (raw bytes), ``s`` status, ``a`` attempts, ``m`` max_attempts, ``k`` key, ``r`` priority,
-``e`` enqueued_at, ``d`` scheduled_for (only stored for jobs that were scheduled), ``b`` started
-at, ``f`` finished_at, ``o`` result (raw bytes), ``x`` errors (raw JSON list), ``w`` worker,
-``l`` lease_until, ``n`` lost, ``z`` expire_at. Times are Python ``repr(float)`` strings, so they
-read back exactly.
+``e`` enqueued_at, ``d`` scheduled_for (only stored for jobs that were scheduled or ran
+``again``), ``b`` started at, ``f`` finished_at, ``o`` result (raw bytes), ``x`` errors (raw
+JSON list), ``w`` worker, ``l`` lease_until, ``n`` lost, ``z`` expire_at, ``y`` rate_slot;
+concurrency control (absent for a plain job): ``u`` unique key (see below), ``U`` = ``1`` if the
+hold ends at start, ``ux`` hold expiry, ``g`` gate, ``G`` gate limit. Times are Python
+``repr(float)`` strings, so they read back exactly.
 
-Invariants every script keeps: a job is ``queued`` iff its id is in exactly one ``q:<queue>``;
-``scheduled``/``retrying`` iff in ``due``; ``running`` iff in ``run`` (with ``w`` = its worker);
-finished iff in ``s:<status>``. Every job is in ``all`` and, with a key, in ``k:<key>``.
+Invariants every script keeps: a job is ``queued`` iff its id is in exactly one ``q:<queue>`` or
+(parked) in ``gw:<gate>`` of its own gate; ``scheduled``/``retrying`` iff in ``due``; ``running``
+iff in ``run`` (with ``w`` = its worker) and, with a gate, in ``gr:<gate>``; finished iff in
+``s:<status>``. Every job is in ``all`` and, with a key, in ``k:<key>``.
+
+Gates: claim.lua parks a popped job whose gate has ``SCARD gr:<gate> >= G`` (its own limit) in
+``gw:<gate>``. A job leaving ``running`` (finish.lua, recover.lua, cancel.lua) leaves
+``gr:<gate>`` and, in the same script, moves the best parked job of the gate (ZPOPMIN) back to
+its ready zset with its old score and publishes its queue; so a parked job waits only while
+every slot of its gate is taken (with one limit per gate).
+
+Unique holds: ``u[key] = id`` only while that job is active (finishing, cancelling or
+quarantining a job removes its entry); the job holds the key while, in addition, its own ``u``
+field equals the key and ``ux`` is absent or later than the time asked about (a later enqueue
+takes an expired hold over by overwriting ``u[key]``). The job field ``u`` is removed when the
+hold ends at start or ends before the job finishes (expired or taken over), and kept when it
+ends with the job finishing, so retry.lua knows to take the key again.
 
 Ready score: ``-priority * 2**42 + ms`` with ``priority`` clamped to ``PRIORITY_MIN..PRIORITY_MAX``
 and ``ms`` = ``enqueued_at`` in milliseconds (clamped to ``0..2**42-1``, i.e. until 2109), or 0
@@ -43,8 +67,8 @@ ZPOPMIN then yields: higher priority first, handed-back first, FIFO, ties by id.
 an integer below 2**53, so doubles hold it exactly.
 
 Lua scripts receive the prefix (``{<namespace>}:``) as ``ARGV[1]`` and build the per-id keys
-(``j:``, ``q:``, ``k:``, ``s:``) with the helpers in ``lua/_common.lua``, which mirror the methods
-below; the backend tests check both sides agree.
+(``j:``, ``q:``, ``k:``, ``s:``, ``gr:``, ``gw:``, ``rl:``) with the helpers in
+``lua/_common.lua``, which mirror the methods below; the backend tests check both sides agree.
 """
 
 from __future__ import annotations
@@ -74,6 +98,7 @@ class Keyspace:
         "queue_counts",
         "queues",
         "running",
+        "unique",
         "wake",
         "worker_info",
         "workers",
@@ -93,6 +118,7 @@ class Keyspace:
         self.counter_minutes = p + "cm"
         self.workers = p + "w"
         self.worker_info = p + "wi"
+        self.unique = p + "u"
         self.wake = p + "wake"
 
     def job(self, job_id: str) -> str:
@@ -109,3 +135,12 @@ class Keyspace:
 
     def counters(self, minute: int) -> str:
         return f"{self.prefix}c:{minute}"
+
+    def gate_running(self, gate: str) -> str:
+        return f"{self.prefix}gr:{gate}"
+
+    def gate_parked(self, gate: str) -> str:
+        return f"{self.prefix}gw:{gate}"
+
+    def rate(self, key: str) -> str:
+        return f"{self.prefix}rl:{key}"

@@ -22,7 +22,7 @@ from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
 from duly.backends.redis.keys import Keyspace
-from duly.records import NewJob, Outcome
+from duly.records import NewJob, Outcome, RateRequest
 
 __all__ = ["ENQUEUE_CHUNK", "Script", "Scripts"]
 
@@ -82,6 +82,7 @@ class Scripts:
         self.retry_script = Script("retry")
         self.purge_script = Script("purge")
         self.list_script = Script("list_jobs")
+        self.rate_script = Script("reserve_rate")
         self.all = (
             self.enqueue_script,
             self.claim_script,
@@ -93,6 +94,7 @@ class Scripts:
             self.retry_script,
             self.purge_script,
             self.list_script,
+            self.rate_script,
         )
 
     async def load(self, client: Redis) -> None:
@@ -102,7 +104,7 @@ class Scripts:
     def _enqueue_calls(self, jobs: Sequence[NewJob]) -> tuple[tuple[str, ...], list[list[Value]]]:
         """The keys and the per-chunk ARGV of enqueueing ``jobs``."""
         k = self.keys
-        keys = (k.due, k.all, k.queues, k.queue_counts)
+        keys = (k.due, k.all, k.queues, k.queue_counts, k.unique)
         chunks: list[list[Value]] = []
         for start in range(0, len(jobs), ENQUEUE_CHUNK):
             args: list[Value] = [k.prefix, k.wake]
@@ -118,11 +120,23 @@ class Scripts:
                     float(job.enqueued_at),
                     float(job.scheduled_for),
                 )
+                if job.unique_key is None and job.gate is None:
+                    args.append("")  # a plain job: no concurrency fields
+                else:
+                    args += (
+                        "c",
+                        job.unique_key or "",
+                        job.unique_until,
+                        _opt(job.unique_expires_at),
+                        job.gate or "",
+                        job.gate_limit,
+                    )
             chunks.append(args)
         return keys, chunks
 
-    async def enqueue(self, client: Redis, jobs: Sequence[NewJob]) -> list[bool]:
-        """Store ``jobs``; one flag per job, True where the id already existed."""
+    async def enqueue(self, client: Redis, jobs: Sequence[NewJob]) -> list[bytes | None]:
+        """Store ``jobs``; per job, None if stored, else the id of the job it deduplicated to
+        (its own, already existing; or the holder of its unique key)."""
         keys, chunks = self._enqueue_calls(jobs)
         script = self.enqueue_script
         if len(chunks) == 1:
@@ -137,9 +151,9 @@ class Scripts:
                     replies[i] = await script(client, keys, chunks[i])  # loads, then runs
                 elif isinstance(reply, Exception):
                     raise reply
-        return [flag == 1 for reply in replies for flag in reply]
+        return [None if found == 0 else found for reply in replies for found in reply]
 
-    def enqueue_blocking(self, client: SyncRedis, jobs: Sequence[NewJob]) -> list[bool]:
+    def enqueue_blocking(self, client: SyncRedis, jobs: Sequence[NewJob]) -> list[bytes | None]:
         """Blocking twin of ``enqueue`` on a sync client (same script, same round trips)."""
         keys, chunks = self._enqueue_calls(jobs)
         script = self.enqueue_script
@@ -153,7 +167,7 @@ class Scripts:
                 replies[i] = client.evalsha(script.sha, len(keys), *keys, *chunks[i])
             elif isinstance(reply, Exception):
                 raise reply
-        return [flag == 1 for reply in replies for flag in reply]
+        return [None if found == 0 else found for reply in replies for found in reply]
 
     async def claim(
         self,
@@ -167,7 +181,7 @@ class Scripts:
         k = self.keys
         reply = await self.claim_script(
             client,
-            (k.running, k.queue_counts),
+            (k.running, k.queue_counts, k.unique),
             [k.prefix, worker, limit, float(now), float(lease_until), *queues],
         )
         return list(zip(reply[::2], reply[1::2], strict=True))
@@ -197,6 +211,7 @@ class Scripts:
                 o.errors or b"",
                 _opt(o.run_at),
                 _opt(o.expire_at),
+                _opt(o.rate_slot),
             )
         reply = await self.finish_script(
             client,
@@ -207,6 +222,7 @@ class Scripts:
                 k.queue_counts,
                 k.counter_minutes,
                 k.counters(minute),
+                k.unique,
             ),
             args,
         )
@@ -226,7 +242,14 @@ class Scripts:
         minute = int(now // 60)
         reply = await self.recover_script(
             client,
-            (k.running, k.expiry, k.queue_counts, k.counter_minutes, k.counters(minute)),
+            (
+                k.running,
+                k.expiry,
+                k.queue_counts,
+                k.counter_minutes,
+                k.counters(minute),
+                k.unique,
+            ),
             [
                 k.prefix,
                 float(now),
@@ -244,15 +267,26 @@ class Scripts:
         k = self.keys
         reply = await self.cancel_script(
             client,
-            (k.running, k.due, k.expiry, k.queue_counts),
-            [k.prefix, job_id, float(now), _opt(expire_at)],
+            (k.running, k.due, k.expiry, k.queue_counts, k.unique),
+            [k.prefix, job_id, float(now), _opt(expire_at), k.wake],
         )
         return bool(reply == 1)
 
-    async def retry(self, client: Redis, job_id: str) -> bool:
+    async def retry(self, client: Redis, job_id: str, now: float) -> bool:
         k = self.keys
-        reply = await self.retry_script(client, (k.expiry,), [k.prefix, job_id, k.wake])
+        reply = await self.retry_script(
+            client, (k.expiry, k.unique), [k.prefix, job_id, k.wake, float(now)]
+        )
         return bool(reply == 1)
+
+    async def reserve_rate(
+        self, client: Redis, requests: Sequence[RateRequest], now: float
+    ) -> list[bytes]:
+        args: list[Value] = [self.keys.prefix, float(now)]
+        for r in requests:
+            args += (r.key, float(r.interval), r.burst, float(r.not_before))
+        reply: list[bytes] = await self.rate_script(client, (), args)
+        return reply
 
     async def purge(self, client: Redis, now: float, limit: int, counter_cutoff: float) -> int:
         k = self.keys

@@ -1,25 +1,38 @@
--- cancel.lua: cancel one scheduled, queued, retrying or running job.
+-- cancel.lua: cancel one scheduled, queued (possibly parked), retrying or running job.
 --
 -- KEYS[1] running zset   KEYS[2] due zset   KEYS[3] expiry zset   KEYS[4] queue counts
+-- KEYS[5] unique holds hash (`u`)
 -- ARGV[1] prefix   ARGV[2] job id   ARGV[3] now   ARGV[4] expire_at ('' = never)
+-- ARGV[5] wake channel
 -- Returns 1 if cancelled, 0 if the job is finished or unknown.
 --
--- The job leaves whichever active index holds it (`due`, its ready zset, or `run`) and becomes
--- `cancelled` with finished_at = now, in s:cancelled and `exp`. A running job keeps its worker
--- field but has left `run`, so its worker's next heartbeat reports it gone and its outcome is
--- dropped by finish.lua.
+-- The job leaves whichever active index holds it (`due`, its ready zset, its gate's parked
+-- zset, or `run`) and becomes `cancelled` with finished_at = now, in s:cancelled and `exp`. A
+-- running job keeps its worker field but has left `run`, so its worker's next heartbeat reports
+-- it gone and its outcome is dropped by finish.lua; a gated one frees its slot (free_gate). A
+-- gated job cancelled from its ready zset unparks the next parked job of its gate. The queue
+-- of an unparked job is woken. The unique hold ends (end_hold).
 local id = ARGV[2]
 local jk = job_key(id)
-local f = redis.call('HMGET', jk, 's', 'q')
-local status, queue = f[1], f[2]
+local f = redis.call('HMGET', jk, 's', 'q', 'g', 'u', 'ux')
+local status, queue, gate = f[1], f[2], f[3]
+local counts = {}
+local woken = {}
 if status == 'scheduled' or status == 'retrying' then
   redis.call('ZREM', KEYS[2], id)
-  redis.call('HINCRBY', KEYS[4], queue .. SEP .. 's', -1)
+  bump(counts, queue .. SEP .. 's', -1)
+elseif status == 'queued' and redis.call('ZREM', ready_key(queue), id) == 1 then
+  -- A gated job in its ready zset may be the one a freed slot unparked: its turn passes on to
+  -- the next parked job, else that one could wait with the slot free (a spare unpark only
+  -- parks again at the next claim).
+  if gate then unpark(gate, counts, woken) end
 elseif status == 'queued' then
-  redis.call('ZREM', ready_key(queue), id)
+  redis.call('ZREM', gate_parked_key(gate), id)
+  bump(counts, queue .. SEP .. 'w', -1)
 elseif status == 'running' then
   redis.call('ZREM', KEYS[1], id)
-  redis.call('HINCRBY', KEYS[4], queue .. SEP .. 'r', -1)
+  bump(counts, queue .. SEP .. 'r', -1)
+  if gate then free_gate(gate, id, counts, woken) end
 else
   return 0
 end
@@ -30,4 +43,7 @@ if ARGV[4] ~= '' then
   redis.call('HSET', jk, 'z', ARGV[4])
   redis.call('ZADD', KEYS[3], ARGV[4], id)
 end
+if f[4] then end_hold(KEYS[5], id, f[4], not hold_expired(f[5], ARGV[3])) end
+flush_counts(KEYS[4], counts)
+publish_all(ARGV[5], woken)
 return 1

@@ -1,22 +1,28 @@
 -- claim.lua: atomically take up to `limit` ready jobs for one worker, queues tried in order.
 --
--- KEYS[1] running zset     KEYS[2] queue counts
+-- KEYS[1] running zset     KEYS[2] queue counts     KEYS[3] unique holds hash (`u`)
 -- ARGV[1] prefix   ARGV[2] worker   ARGV[3] limit   ARGV[4] now   ARGV[5] lease_until
 -- ARGV[6..] queue names, in the order to try them
 -- Returns {id, fields, id, fields, ...}: each job's hash (flat, as HGETALL) after the change.
 --
 -- Each claimed job leaves its ready zset (ZPOPMIN: best score first) and enters `run` scored
 -- by lease_until, with status `running`, attempts + 1, started_at (b) = now, worker (w),
--- lease_until (l); finished_at (f) and result (o) are removed. A popped id whose hash is not
--- `queued` (a stale entry) is dropped from the ready zset and not returned. The returned
--- fields are built here from the one HGETALL taken before the change (no second read).
+-- lease_until (l); finished_at (f) is removed; result (o) is kept (the previous run's, for a job
+-- that runs `again`). A popped id whose hash is not `queued` (a stale entry) is dropped from the
+-- ready zset and not returned. The returned fields are built here from the one HGETALL taken
+-- before the change (no second read).
+--
+-- Gates: a popped job with a gate (g) whose running set already has G members is parked
+-- instead: moved to gw:<gate> with its ready score, still `queued`, counted in `<queue> SEP w`,
+-- not charged; the claim goes on popping. A taken gated job joins gr:<gate> at once, so later
+-- jobs of the same claim see its slot taken. A job whose hold ends at start (U) ends it here.
 --
 -- Quarantine fairness: a job that already lost a worker (n > 0) may be a poison pill that kills
 -- whoever runs it, so it is handed out alone: only as the first job of a claim, and the claim
 -- stops after it. Jobs popped but not taken go back with their scores unchanged.
 local want = tonumber(ARGV[3])
 local worker, now, lease_until = ARGV[2], ARGV[4], ARGV[5]
-local REPLACED = {s = true, a = true, b = true, w = true, l = true, f = true, o = true}
+local REPLACED = {s = true, a = true, b = true, w = true, l = true, f = true}
 local out = {}
 local running = {}
 local counts = {}
@@ -37,13 +43,18 @@ for qi = 6, #ARGV do
         local jk = job_key(id)
         local h = redis.call('HGETALL', jk)
         local status, attempts, lost, stale = nil, 0, 0, false
+        local gate, gate_limit, hold, until_start = nil, 0, nil, false
         local fields = {}
         for j = 1, #h, 2 do
           local name = h[j]
           if name == 's' then status = h[j + 1]
           elseif name == 'a' then attempts = tonumber(h[j + 1]) or 0
           elseif name == 'n' then lost = tonumber(h[j + 1]) or 0
-          elseif name == 'f' or name == 'o' then stale = true
+          elseif name == 'f' then stale = true
+          elseif name == 'g' then gate = h[j + 1]
+          elseif name == 'G' then gate_limit = tonumber(h[j + 1]) or 0
+          elseif name == 'u' then hold = h[j + 1]
+          elseif name == 'U' then until_start = true
           end
           if not REPLACED[name] then
             fields[#fields + 1] = name
@@ -53,11 +64,17 @@ for qi = 6, #ARGV do
         if status == 'queued' and lost > 0 and #out > 0 then
           redis.call('ZADD', rk, popped[i + 1], id)
           done = true
+        elseif status == 'queued' and gate
+            and redis.call('SCARD', gate_running_key(gate)) >= gate_limit then
+          redis.call('ZADD', gate_parked_key(gate), popped[i + 1], id)
+          bump(counts, queue .. SEP .. 'w', 1)
         elseif status == 'queued' then
           attempts = attempts + 1
           redis.call('HSET', jk, 's', 'running', 'a', attempts, 'b', now, 'w', worker,
             'l', lease_until)
-          if stale then redis.call('HDEL', jk, 'f', 'o') end
+          if stale then redis.call('HDEL', jk, 'f') end
+          if gate then redis.call('SADD', gate_running_key(gate), id) end
+          if hold and until_start then end_hold(KEYS[3], id, hold, false) end
           local n = #fields
           fields[n + 1], fields[n + 2] = 's', 'running'
           fields[n + 3], fields[n + 4] = 'a', tostring(attempts)

@@ -2,21 +2,29 @@
 --
 -- KEYS[1] running zset    KEYS[2] due zset          KEYS[3] expiry zset   KEYS[4] queue counts
 -- KEYS[5] counter minutes zset                      KEYS[6] counter bucket of this minute
+-- KEYS[7] unique holds hash (`u`)
 -- ARGV[1] prefix   ARGV[2] worker   ARGV[3] now   ARGV[4] minute   ARGV[5] bucket TTL (s)
 -- ARGV[6] wake channel
--- ARGV[7..] six per outcome: id, kind (succeeded|failed|retry|release), result, errors,
---           run_at, expire_at ('' = none for each of the last four)
+-- ARGV[7..] seven per outcome: id, kind (succeeded|failed|retry|release|again), result,
+--           errors, run_at, expire_at, rate_slot ('' = none for each of the last five)
 -- Returns one integer per outcome: 1 applied, 0 dropped.
 --
 -- An outcome applies only if the job is `running` under ARGV[2]; then it leaves `run`, loses
--- its lease (l), and:
---   succeeded -> `succeeded`, finished_at, result; in s:succeeded and (with expire_at) `exp`
+-- its lease (l) and, but for release, its rate slot (y), and:
+--   succeeded -> `succeeded`, finished_at, result (o; removed if none, as claim keeps the one
+--                of a previous `again` run); in s:succeeded and (with expire_at) `exp`
 --   failed    -> `failed`, finished_at, errors; in s:failed and (with expire_at) `exp`
 --   retry     -> `retrying` with scheduled_for = run_at (now if none), errors; in `due`;
 --                worker cleared
---   release   -> attempts - 1, worker cleared; `scheduled` in `due` if run_at > now, else
---                `queued` at the head of its priority (score ms part 0) and its queue woken
--- Counters: succeeded -> s, failed -> f, retry -> r in the minute bucket (field
+--   release   -> attempts - 1, worker cleared, rate slot (y) = rate_slot; `scheduled` in
+--                `due` if run_at > now, else `queued` at the head of its priority (score ms
+--                part 0) and its queue woken
+--   again     -> attempts and lost back to 0 (a, n removed), worker cleared, result stored
+--                (o; removed if none), scheduled_for = run_at (now if none); `scheduled` in
+--                `due` if run_at > now, else `queued` at its FIFO place and its queue woken
+-- A gated job frees its slot, which unparks the best parked job of its gate (free_gate).
+-- succeeded and failed end the unique hold (end_hold); the other kinds keep it.
+-- Counters: succeeded and again -> s, failed -> f, retry -> r in the minute bucket (field
 -- task SEP queue SEP letter), which expires after the TTL. Index updates are batched.
 local worker, now, minute = ARGV[2], ARGV[3], ARGV[4]
 local now_n = tonumber(now)
@@ -30,11 +38,11 @@ local expiring = {}
 local due = {}
 local n = 0
 
-for i = 7, #ARGV, 6 do
+for i = 7, #ARGV, 7 do
   local id, kind = ARGV[i], ARGV[i + 1]
   local result, errors, run_at, expire_at = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   local jk = job_key(id)
-  local f = redis.call('HMGET', jk, 's', 'w', 't', 'q', 'r')
+  local f = redis.call('HMGET', jk, 's', 'w', 't', 'q', 'r', 'g', 'u')
   n = n + 1
   if f[1] ~= 'running' or f[2] ~= worker then
     out[n] = 0
@@ -51,7 +59,14 @@ for i = 7, #ARGV, 6 do
         expiring[#expiring + 1], expiring[#expiring + 2] = expire_at, id
       end
       redis.call('HSET', jk, unpack(set))
-      redis.call('HDEL', jk, 'l')
+      if kind == 'succeeded' and result == '' then
+        redis.call('HDEL', jk, 'l', 'y', 'o') -- no result: not the one of a previous run
+      else
+        redis.call('HDEL', jk, 'l', 'y')
+      end
+      if f[7] then
+        end_hold(KEYS[7], id, f[7], not hold_expired(redis.call('HGET', jk, 'ux'), now))
+      end
       local index = finished[kind]
       index[#index + 1], index[#index + 2] = 0, id
       bump(stats, task .. SEP .. queue .. SEP .. (kind == 'succeeded' and 's' or 'f'), 1)
@@ -62,13 +77,18 @@ for i = 7, #ARGV, 6 do
       else
         redis.call('HSET', jk, 's', 'retrying', 'd', run_at)
       end
-      redis.call('HDEL', jk, 'w', 'l')
+      redis.call('HDEL', jk, 'w', 'l', 'y')
       due[#due + 1], due[#due + 2] = run_at, id
       bump(counts, queue .. SEP .. 's', 1)
       bump(stats, task .. SEP .. queue .. SEP .. 'r', 1)
     elseif kind == 'release' then
       if redis.call('HINCRBY', jk, 'a', -1) < 0 then redis.call('HSET', jk, 'a', 0) end
-      redis.call('HDEL', jk, 'w', 'l')
+      if ARGV[i + 6] ~= '' then
+        redis.call('HSET', jk, 'y', ARGV[i + 6])
+        redis.call('HDEL', jk, 'w', 'l')
+      else
+        redis.call('HDEL', jk, 'w', 'l', 'y')
+      end
       if run_at ~= '' and tonumber(run_at) > now_n then
         redis.call('HSET', jk, 's', 'scheduled', 'd', run_at)
         due[#due + 1], due[#due + 2] = run_at, id
@@ -78,9 +98,29 @@ for i = 7, #ARGV, 6 do
         redis.call('ZADD', ready_key(queue), ready_score(f[5], 0), id)
         woken[queue] = true
       end
+    elseif kind == 'again' then
+      if run_at == '' then run_at = now end
+      if result ~= '' then
+        redis.call('HSET', jk, 'd', run_at, 'o', result)
+        redis.call('HDEL', jk, 'a', 'n', 'w', 'l', 'y')
+      else
+        redis.call('HSET', jk, 'd', run_at)
+        redis.call('HDEL', jk, 'a', 'n', 'w', 'l', 'y', 'o')
+      end
+      if tonumber(run_at) > now_n then
+        redis.call('HSET', jk, 's', 'scheduled')
+        due[#due + 1], due[#due + 2] = run_at, id
+        bump(counts, queue .. SEP .. 's', 1)
+      else
+        redis.call('HSET', jk, 's', 'queued')
+        redis.call('ZADD', ready_key(queue), fifo_score(f[5], redis.call('HGET', jk, 'e')), id)
+        woken[queue] = true
+      end
+      bump(stats, task .. SEP .. queue .. SEP .. 's', 1)
     else
       return redis.error_reply('finish: unknown outcome kind ' .. kind)
     end
+    if f[6] then free_gate(f[6], id, counts, woken) end
     out[n] = 1
   end
 end

@@ -11,7 +11,9 @@
 -- Takes up to `limit` ids of `exp` with expire_at <= now. A job that is still finished is
 -- deleted with every index entry (s:<status>, `all`, its key index); an entry whose job is no
 -- longer finished (re-queued by retry.lua, which also clears it) is just dropped from `exp`.
--- Counter buckets: at most 1500 per call (a day has 1440 minutes).
+-- Counter buckets: at most 1500 per call (a day has 1440 minutes). A finished job never has a
+-- `u` entry (finishing ended its hold) and rate-limit state (rl:<key>) expires by itself when its
+-- tat passes (reserve_rate.lua), so neither needs work here.
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
 local deleted = 0
 for _, id in ipairs(ids) do

@@ -2,16 +2,18 @@
 --
 -- KEYS[1] running zset    KEYS[2] expiry zset    KEYS[3] queue counts
 -- KEYS[4] counter minutes zset                   KEYS[5] counter bucket of this minute
+-- KEYS[6] unique holds hash (`u`)
 -- ARGV[1] prefix   ARGV[2] now   ARGV[3] max_lost   ARGV[4] limit   ARGV[5] failed_expire_at
 -- ARGV[6] minute   ARGV[7] bucket TTL (s)   ARGV[8] wake channel
 -- Returns {id, 1 requeued | 0 quarantined, id, ...}.
 --
 -- Takes up to `limit` ids of `run` with lease_until < now and removes them from `run` in the
--- same step, so a concurrent call never sees them again. Each gets lost + 1. Below max_lost it
--- is `queued` at the head of its priority, worker and lease cleared, attempts kept. At
--- max_lost it is quarantined: `failed`, finished_at = now, a LostWorker entry appended to its
--- errors JSON list (by string splicing: the stored history is never re-encoded), expire_at =
--- failed_expire_at, counted as a failure.
+-- same step, so a concurrent call never sees them again. Each gets lost + 1 and loses its lease
+-- and rate slot (y); a gated job frees its slot (free_gate). Below max_lost it is `queued` at
+-- the head of its priority, worker cleared, attempts kept. At max_lost it is quarantined:
+-- `failed`, finished_at = now, a LostWorker entry appended to its errors JSON list (by string
+-- splicing: the stored history is never re-encoded), expire_at = failed_expire_at, counted as
+-- a failure, its unique hold ended (end_hold).
 local now = ARGV[2]
 local max_lost = tonumber(ARGV[3])
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now, 'LIMIT', 0, tonumber(ARGV[4]))
@@ -32,12 +34,13 @@ end
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
   local jk = job_key(id)
-  local f = redis.call('HMGET', jk, 's', 'q', 'r', 't', 'a', 'x')
+  local f = redis.call('HMGET', jk, 's', 'q', 'r', 't', 'a', 'x', 'g', 'u', 'ux')
   if f[1] == 'running' then
     local queue = f[2]
     local lost = redis.call('HINCRBY', jk, 'n', 1)
     bump(counts, queue .. SEP .. 'r', -1)
-    redis.call('HDEL', jk, 'l')
+    redis.call('HDEL', jk, 'l', 'y')
+    if f[7] then free_gate(f[7], id, counts, woken) end
     if lost < max_lost then
       redis.call('HSET', jk, 's', 'queued')
       redis.call('HDEL', jk, 'w')
@@ -53,6 +56,7 @@ for _, id in ipairs(ids) do
       redis.call('ZADD', status_key('failed'), 0, id)
       redis.call('ZADD', KEYS[2], ARGV[5], id)
       bump(stats, f[4] .. SEP .. queue .. SEP .. 'f', 1)
+      if f[8] then end_hold(KEYS[6], id, f[8], not hold_expired(f[9], now)) end
       out[#out + 1] = id
       out[#out + 1] = 0
     end
