@@ -10,7 +10,8 @@ processes can never claim, finish or recover the same job. The database runs in 
 a power cut may lose the last commits) and a 10 s ``busy_timeout``, beyond which a locked
 database is reported as ``BackendUnavailable``.
 
-SQL lives in ``queries.sql`` (named queries) and ``migrations/`` (applied by ``migrate()``).
+SQL lives in ``queries.sql`` (named queries) and ``migrations/`` (applied by ``migrate()``); the
+concurrency primitives (unique holds, gates, rate slots) in ``_concurrency``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, TypeVar
 
 from duly.backends._sql import load_migrations, load_queries
-from duly.backends.sqlite import _connection
+from duly.backends.sqlite import _concurrency, _connection
 from duly.backends.sqlite._connection import (
     ChangeWatcher,
     connect,
@@ -45,6 +46,7 @@ from duly.records import (
     NewJob,
     Outcome,
     QueueStats,
+    RateRequest,
     Recovered,
     StatRow,
     WorkerRecord,
@@ -58,11 +60,11 @@ Row = tuple[Any, ...]
 #: ``UPDATE ... RETURNING`` appeared in SQLite 3.35.
 MIN_SQLITE: Final = (3, 35, 0)
 _QUERIES: Final = load_queries(__name__)
-_STATS_KIND: Final = {"succeeded": 0, "failed": 1, "retry": 2}
+_STATS_KIND: Final = {"succeeded": 0, "again": 0, "failed": 1, "retry": 2}
 
 
 def _record(row: Row) -> JobRecord:
-    return JobRecord(*row[:19])
+    return JobRecord(*row[:20])
 
 
 class SqliteBackend:
@@ -220,7 +222,8 @@ class SqliteBackend:
         await self._run(lambda conn: conn.execute(_QUERIES["ping"]).fetchone(), "ping")
 
     async def drop(self) -> None:
-        """Delete every job, counter, worker and queue name (the schema stays)."""
+        """Delete every job, counter, worker, queue name and rate-limit state (the schema
+        stays)."""
 
         def drop(conn: sqlite3.Connection) -> None:
             for statement in statements(_QUERIES["drop"]):
@@ -230,8 +233,10 @@ class SqliteBackend:
 
     # -- producing -------------------------------------------------------------------------
     @staticmethod
-    def _enqueue_tx(jobs: Sequence[NewJob]) -> Callable[[sqlite3.Connection], set[str]]:
-        """The enqueue transaction's body; it returns the ids that were already stored."""
+    def _enqueue_tx(
+        jobs: Sequence[NewJob],
+    ) -> Callable[[sqlite3.Connection], list[EnqueueResult]]:
+        """The enqueue transaction's body (shared by ``enqueue`` and ``enqueue_blocking``)."""
         rows = []
         for job in jobs:
             scheduled = job.scheduled_for > job.enqueued_at
@@ -248,34 +253,48 @@ class SqliteBackend:
                     "scheduled_for": job.scheduled_for,
                     "status": "scheduled" if scheduled else "queued",
                     "position": job.scheduled_for if scheduled else job.enqueued_at,
+                    "unique_key": job.unique_key,
+                    "unique_until": job.unique_until,
+                    "unique_expires_at": job.unique_expires_at,
+                    "gate": job.gate,
+                    "gate_limit": job.gate_limit,
                 }
             )
         ids = json.dumps([job.id for job in jobs])
         queues = [{"name": name} for name in sorted({job.queue for job in jobs})]
 
-        def enqueue(conn: sqlite3.Connection) -> set[str]:
-            existing = {row[0] for row in conn.execute(_QUERIES["existing_ids"], {"ids": ids})}
-            conn.executemany(_QUERIES["insert_job"], rows)
+        def enqueue(conn: sqlite3.Connection) -> list[EnqueueResult]:
+            seen = {row[0] for row in conn.execute(_QUERIES["existing_ids"], {"ids": ids})}
+            results, plain = [], []
+            for job, row in zip(jobs, rows, strict=True):
+                if job.id in seen:  # an id stored already (or earlier in this batch)
+                    results.append(EnqueueResult(job.id, deduplicated=True))
+                    continue
+                if job.unique_key is None:
+                    plain.append(row)  # inserted together below: the hot path stays one batch
+                else:
+                    holder = _concurrency.unique_holder(conn, job.unique_key, job.enqueued_at)
+                    if holder is not None:
+                        results.append(EnqueueResult(holder, deduplicated=True))
+                        continue
+                    # At once, so a duplicate later in this batch finds it as the holder.
+                    conn.execute(_QUERIES["insert_job"], row)
+                seen.add(job.id)
+                results.append(EnqueueResult(job.id))
+            conn.executemany(_QUERIES["insert_job"], plain)
             conn.executemany(_QUERIES["insert_queue"], queues)
-            return existing
+            return results
 
         return enqueue
 
-    @staticmethod
-    def _enqueue_results(jobs: Sequence[NewJob], existing: set[str]) -> list[EnqueueResult]:
-        results, seen = [], set(existing)
-        for job in jobs:
-            results.append(EnqueueResult(job.id, deduplicated=job.id in seen))
-            seen.add(job.id)
-        return results
-
     async def enqueue(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
-        """Store a batch in one transaction; an id already stored is reported deduplicated."""
+        """Store a batch in one transaction; an id already stored is reported deduplicated, a
+        unique key held by an active job reports that job (see ``Backend.enqueue``)."""
         if not jobs:
             return []
-        existing = await self._transaction(self._enqueue_tx(jobs), "enqueue")
+        results = await self._transaction(self._enqueue_tx(jobs), "enqueue")
         self._note_local_change()
-        return self._enqueue_results(jobs, existing)
+        return results
 
     def enqueue_blocking(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
         """Blocking twin of ``enqueue``: runs on the caller's thread, on its own connection
@@ -284,12 +303,11 @@ class SqliteBackend:
             return []
         try:
             conn = self._thread_connection()
-            existing = self._write(conn, self._enqueue_tx(jobs))
+            return self._write(conn, self._enqueue_tx(jobs))
         except sqlite3.Error as exc:
             if is_unavailable(exc):
                 raise self._unavailable(exc, "enqueueing") from exc
             raise
-        return self._enqueue_results(jobs, existing)
 
     def _thread_connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -318,7 +336,8 @@ class SqliteBackend:
     async def claim(
         self, worker: str, queues: Sequence[str], limit: int, now: float, lease_until: float
     ) -> list[JobRecord]:
-        """Take up to ``limit`` queued jobs, ``queues`` in order, in one transaction."""
+        """Take up to ``limit`` queued jobs, ``queues`` in order, in one transaction; park the
+        jobs found with their gate full."""
 
         def claim(conn: sqlite3.Connection) -> tuple[int, list[JobRecord]]:
             version = conn.execute(_QUERIES["data_version"]).fetchone()[0]
@@ -347,24 +366,26 @@ class SqliteBackend:
     ) -> list[JobRecord]:
         claimed: list[JobRecord] = []
         for queue in dict.fromkeys(queues):
-            wanted = limit - len(claimed)
-            if wanted <= 0:
-                break
-            rows = conn.execute(
-                _QUERIES["claim"],
-                {
-                    "queue": queue,
-                    "limit": wanted,
-                    "may_lead": not claimed,
-                    "now": now,
-                    "worker": worker,
-                    "lease_until": lease_until,
-                },
-            ).fetchall()
-            rows.sort(key=lambda row: (-row[8], row[19], row[0]))
-            claimed.extend(_record(row) for row in rows)
-            if claimed and claimed[0].lost > 0:
-                break  # a job that lost a worker before runs alone in its claim
+            while len(claimed) < limit:
+                rows = conn.execute(
+                    _QUERIES["claim"],
+                    {
+                        "queue": queue,
+                        "limit": limit - len(claimed),
+                        "may_lead": not claimed,
+                        "now": now,
+                        "worker": worker,
+                        "lease_until": lease_until,
+                    },
+                ).fetchall()
+                started = [row for row in rows if row[4] == "running"]  # the others parked
+                started.sort(key=lambda row: (-row[8], row[20], row[0]))
+                claimed.extend(_record(row) for row in started)
+                if claimed and claimed[0].lost > 0:
+                    return claimed  # a job that lost a worker before runs alone in its claim
+                if len(started) == len(rows):
+                    break  # nothing parked: this queue gave what it had
+                # Parked jobs left the ready index: look at the ones behind them.
         return claimed
 
     async def heartbeat(
@@ -393,31 +414,39 @@ class SqliteBackend:
         ids = json.dumps([outcome.job_id for outcome in outcomes])
         minute = int(now // 60)
 
-        def finish(conn: sqlite3.Connection) -> list[bool]:
+        def finish(conn: sqlite3.Connection) -> tuple[list[bool], bool]:
             running = {
-                row[0]: (row[1], row[2])
+                row[0]: row[1:]
                 for row in conn.execute(_QUERIES["running_under"], {"ids": ids, "worker": worker})
             }
             batches: dict[str, list[dict[str, Any]]] = {}
             counters: dict[tuple[str, str], list[int]] = {}
+            gates: dict[str, int] = {}
             flags = []
             for outcome in outcomes:
-                where = running.pop(outcome.job_id, None)  # pop: an id applies once
-                flags.append(where is not None)
-                if where is None:
+                job = running.pop(outcome.job_id, None)  # pop: an id applies once
+                flags.append(job is not None)
+                if job is None:
                     continue
+                task, queue, gate, gate_limit = job
                 name, params = self._outcome_query(outcome, now)
                 batches.setdefault(name, []).append(params)
                 column = _STATS_KIND.get(outcome.kind)
                 if column is not None:
-                    counters.setdefault(where, [0, 0, 0])[column] += 1
+                    counters.setdefault((task, queue), [0, 0, 0])[column] += 1
+                if gate is not None:
+                    gates[gate] = max(gates.get(gate, 0), gate_limit)
             for name, params_list in batches.items():
                 conn.executemany(_QUERIES[name], params_list)
             self._bump_stats(conn, minute, counters)
-            return flags
+            unparked = _concurrency.free_gate_slots(conn, gates)
+            return flags, bool(unparked)
 
-        flags = await self._transaction(finish, "finish")
-        if any(o.kind == "release" for o, ok in zip(outcomes, flags, strict=True) if ok):
+        flags, unparked = await self._transaction(finish, "finish")
+        requeued = any(
+            o.kind in ("release", "again") for o, ok in zip(outcomes, flags, strict=True) if ok
+        )
+        if requeued or unparked:
             self._note_local_change()
         return flags
 
@@ -448,8 +477,19 @@ class SqliteBackend:
             }
         if kind == "release":
             if run_at <= now:
-                return "finish_release_now", {"id": job_id}
-            return "finish_release_later", {"id": job_id, "run_at": run_at}
+                return "finish_release_now", {"id": job_id, "rate_slot": outcome.rate_slot}
+            return "finish_release_later", {
+                "id": job_id,
+                "run_at": run_at,
+                "rate_slot": outcome.rate_slot,
+            }
+        if kind == "again":
+            return "finish_again", {
+                "id": job_id,
+                "now": now,
+                "run_at": run_at,
+                "result": outcome.result,
+            }
         raise ValueError(f"unknown outcome kind {kind!r}")
 
     @staticmethod
@@ -493,11 +533,14 @@ class SqliteBackend:
         """Recover running jobs whose lease lapsed, each exactly once (one transaction)."""
         minute = int(now // 60)
 
-        def recover(conn: sqlite3.Connection) -> list[Recovered]:
+        def recover(conn: sqlite3.Connection) -> tuple[list[Recovered], bool]:
             rows = conn.execute(_QUERIES["lapsed"], {"now": now, "limit": limit}).fetchall()
             requeue, quarantine, recovered = [], [], []
             counters: dict[tuple[str, str], list[int]] = {}
-            for job_id, task, queue, lost in rows:
+            gates: dict[str, int] = {}
+            for job_id, task, queue, lost, gate, gate_limit in rows:
+                if gate is not None:
+                    gates[gate] = max(gates.get(gate, 0), gate_limit)
                 if lost + 1 < max_lost:
                     requeue.append({"id": job_id})
                     recovered.append(Recovered(job_id, requeued=True))
@@ -515,12 +558,13 @@ class SqliteBackend:
             conn.executemany(_QUERIES["requeue_lost"], requeue)
             conn.executemany(_QUERIES["quarantine_lost"], quarantine)
             self._bump_stats(conn, minute, counters)
-            return recovered
+            unparked = _concurrency.free_gate_slots(conn, gates)
+            return recovered, bool(unparked)
 
         if limit <= 0:
             return []
-        recovered = await self._transaction(recover, "recover")
-        if any(item.requeued for item in recovered):
+        recovered, unparked = await self._transaction(recover, "recover")
+        if unparked or any(item.requeued for item in recovered):
             self._note_local_change()
         return recovered
 
@@ -601,25 +645,57 @@ class SqliteBackend:
 
     # -- operator actions ------------------------------------------------------------------
     async def cancel(self, job_id: str, now: float, expire_at: float) -> bool:
-        """Cancel an active job; False if it is finished or unknown."""
+        """Cancel an active job (parked or not); False if it is finished or unknown. A gated
+        job frees its slot (or its turn, if queued) for the best parked job of its gate."""
         params = {"id": job_id, "now": now, "expire_at": expire_at}
-        count = await self._transaction(
-            lambda conn: conn.execute(_QUERIES["cancel"], params).rowcount, "cancel"
-        )
-        return count > 0
+
+        def cancel(conn: sqlite3.Connection) -> tuple[bool, bool]:
+            rows = conn.execute(_QUERIES["cancel"], params).fetchall()
+            if not rows:
+                return False, False
+            [(gate, gate_limit)] = rows
+            if gate is None:
+                return True, False
+            return True, bool(_concurrency.free_gate_slots(conn, {gate: gate_limit}))
+
+        cancelled, unparked = await self._transaction(cancel, "cancel")
+        if unparked:
+            self._note_local_change()
+        return cancelled
 
     async def retry(self, job_id: str, now: float) -> bool:
-        """Re-queue a failed or cancelled job with fresh attempts."""
-        count = await self._transaction(
-            lambda conn: conn.execute(_QUERIES["retry"], {"id": job_id, "now": now}).rowcount,
-            "retry",
-        )
-        if count:
+        """Re-queue a failed or cancelled job with fresh attempts; it takes its unique key
+        again, or stays as it is (False) if another active job holds that key."""
+
+        def retry(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(_QUERIES["retry_candidate"], {"id": job_id}).fetchone()
+            if row is None:
+                return False
+            unique_key = row[0]  # the key it takes again, if any
+            holder = (
+                None if unique_key is None else _concurrency.unique_holder(conn, unique_key, now)
+            )
+            if holder is not None:  # another active job holds the key
+                return False
+            params = {"id": job_id, "now": now, "unique_key": unique_key}
+            return conn.execute(_QUERIES["retry"], params).rowcount > 0
+
+        retried = await self._transaction(retry, "retry")
+        if retried:
             self._note_local_change()
-        return count > 0
+        return retried
+
+    async def reserve_rate(self, requests: Sequence[RateRequest], now: float) -> list[float]:
+        """Reserve one GCRA slot per request, in order, in one transaction; their start times."""
+        if not requests:
+            return []
+        return await self._transaction(
+            lambda conn: _concurrency.reserve_rate(conn, requests, now), "reserve_rate"
+        )
 
     async def purge(self, now: float, limit: int) -> int:
-        """Delete up to ``limit`` expired finished jobs and counter buckets older than 24 h."""
+        """Delete up to ``limit`` expired finished jobs, counter buckets older than 24 h, workers
+        not seen for 24 h and rate-limit state whose tat has passed."""
         old_minute = math.floor((now - 86_400) / 60)
 
         def purge(conn: sqlite3.Connection) -> int:
@@ -630,6 +706,7 @@ class SqliteBackend:
                 ).rowcount
             conn.execute(_QUERIES["purge_stats"], {"minute": old_minute})
             conn.execute(_QUERIES["purge_workers"], {"cutoff": now - 86_400})
+            conn.execute(_QUERIES["purge_rates"], {"now": now})
             return deleted
 
         return await self._transaction(purge, "purge")

@@ -33,52 +33,95 @@ PRAGMA data_version;
 SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: insert_job
+-- A unique job is inserted only once unique_holder found its key free, under the same write
+-- lock; jobs_unique still refuses a second active holder should that ever be skipped.
 INSERT INTO jobs (
     id, task, queue, payload, status, attempts, max_attempts, key, priority,
-    enqueued_at, scheduled_for, lost, position
+    enqueued_at, scheduled_for, lost, position,
+    unique_key, unique_until, unique_expires_at, gate, gate_limit
 ) VALUES (
     :id, :task, :queue, :payload, :status, 0, :max_attempts, :key, :priority,
-    :enqueued_at, :scheduled_for, 0, :position
+    :enqueued_at, :scheduled_for, 0, :position,
+    :unique_key, :unique_until, :unique_expires_at, :gate, :gate_limit
 )
 ON CONFLICT (id) DO NOTHING;
+
+-- name: unique_holder
+-- The active job holding :unique_key (jobs_unique index), and when its hold expires.
+SELECT id, unique_expires_at FROM jobs INDEXED BY jobs_unique
+WHERE unique_key = :unique_key AND status IN ('scheduled', 'queued', 'running', 'retrying');
+
+-- name: drop_unique_hold
+-- A hold taken over after its expiry: the old holder runs on without its key.
+UPDATE jobs SET unique_key = NULL WHERE id = :id;
 
 -- name: insert_queue
 INSERT INTO queues (name) VALUES (:name) ON CONFLICT (name) DO NOTHING;
 
 -- name: claim
--- Take up to :limit queued jobs of one queue in claim order (jobs_claim index) and start them.
+-- Take up to :limit queued jobs of one queue in claim order (jobs_claim index) and start them,
+-- parking instead each one whose gate is full: one statement for both, in which a plain job
+-- (gate NULL) skips every count. A gated candidate is taken if its gate's running jobs
+-- (jobs_gate; those taken earlier in this claim included) plus its rank among this statement's
+-- candidates of the gate (the ready jobs of the gate up to it: all of them are candidates, as
+-- candidates are a prefix of the queue) stay within its gate_limit. `verdicts` is materialized,
+-- so every count is read before any row changes. A parked row is returned with status 'queued'.
+-- A job whose unique hold ends at start (unique_until = 'start') drops its key here.
 -- RETURNING order is unspecified, so `position` is returned too and the caller sorts.
 -- RETURNING yields REAL columns holding whole numbers as integers (SQLite stores them so), hence
 -- the CASTs that keep every time a float as in JobRecord.
-UPDATE jobs
-SET status = 'running',
-    attempts = attempts + 1,
-    started_at = :now,
-    worker = :worker,
-    lease_until = :lease_until,
-    finished_at = NULL,
-    result = NULL
-WHERE id IN (
+WITH considered AS (
     -- A job that already lost a worker (lost > 0) may be a poison pill: it is taken only alone,
-    -- as the first job of a claim (:may_lead = 1), and nothing after it is taken.
-    SELECT id FROM (
-        SELECT id,
+    -- as the first job of a claim (:may_lead = 1), and nothing after it is considered.
+    SELECT id, gate, gate_limit, priority, position FROM (
+        SELECT id, gate, gate_limit, priority, position,
                ROW_NUMBER() OVER claim_order AS rn,
                SUM(lost > 0) OVER (claim_order ROWS UNBOUNDED PRECEDING) AS tainted
         FROM (
-            SELECT id, lost, priority, position FROM jobs INDEXED BY jobs_claim
-            WHERE status = 'queued' AND queue = :queue
+            SELECT id, lost, gate, gate_limit, priority, position FROM jobs INDEXED BY jobs_claim
+            WHERE status = 'queued' AND parked = 0 AND queue = :queue
             ORDER BY priority DESC, position, id
             LIMIT :limit
         )
         WINDOW claim_order AS (ORDER BY priority DESC, position, id)
     )
     WHERE tainted = 0 OR (rn = 1 AND :may_lead)
+),
+verdicts AS MATERIALIZED (
+    -- The rank is two range counts, not a window partitioned by gate (whose sort every claim
+    -- would pay): each reads only index entries ahead of the candidate, so at most :limit.
+    SELECT c.id,
+           CASE WHEN c.gate IS NULL THEN 1
+                ELSE (SELECT count(*) FROM jobs AS ahead INDEXED BY jobs_claim
+                      WHERE ahead.status = 'queued' AND ahead.parked = 0
+                        AND ahead.queue = :queue AND ahead.priority > c.priority
+                        AND ahead.gate = c.gate)
+                   + (SELECT count(*) FROM jobs AS ahead INDEXED BY jobs_claim
+                      WHERE ahead.status = 'queued' AND ahead.parked = 0
+                        AND ahead.queue = :queue AND ahead.priority = c.priority
+                        AND (ahead.position, ahead.id) <= (c.position, c.id)
+                        AND ahead.gate = c.gate)
+                   + (SELECT count(*) FROM jobs AS running INDEXED BY jobs_gate
+                      WHERE running.gate = c.gate AND running.status = 'running')
+                   <= c.gate_limit
+           END AS take
+    FROM considered AS c
 )
+UPDATE jobs
+SET status = iif(take, 'running', 'queued'),
+    parked = NOT take,
+    attempts = attempts + take,
+    started_at = iif(take, :now, started_at),
+    worker = iif(take, :worker, worker),
+    lease_until = iif(take, :lease_until, lease_until),
+    finished_at = iif(take, NULL, finished_at),
+    unique_key = iif(take AND unique_until = 'start', NULL, unique_key)
+FROM verdicts
+WHERE jobs.id = verdicts.id
 RETURNING id, task, queue, payload, status, attempts, max_attempts, key, priority,
           CAST(enqueued_at AS REAL), CAST(scheduled_for AS REAL), CAST(started_at AS REAL),
           CAST(finished_at AS REAL), result, errors, worker, CAST(lease_until AS REAL), lost,
-          CAST(expire_at AS REAL), position;
+          CAST(expire_at AS REAL), CAST(rate_slot AS REAL), position;
 
 -- name: touch_worker
 -- Heartbeat: the worker is alive (re-registers it if its row was removed).
@@ -94,41 +137,66 @@ RETURNING id;
 
 -- name: running_under
 -- finish: which of the ids (JSON array) still run under :worker; only those outcomes apply.
-SELECT id, task, queue FROM jobs
+SELECT id, task, queue, gate, gate_limit FROM jobs
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status = 'running' AND worker = :worker;
 
 -- name: finish_succeeded
 UPDATE jobs
 SET status = 'succeeded', finished_at = :now, result = :result, expire_at = :expire_at,
-    lease_until = NULL
+    lease_until = NULL, rate_slot = NULL
 WHERE id = :id;
 
 -- name: finish_failed
 UPDATE jobs
 SET status = 'failed', finished_at = :now, errors = :errors, expire_at = :expire_at,
-    lease_until = NULL
+    lease_until = NULL, rate_slot = NULL
 WHERE id = :id;
 
 -- name: finish_retry
 -- A failed attempt with attempts left: `retrying` until :run_at (promote_due re-queues it).
 UPDATE jobs
 SET status = 'retrying', errors = :errors, scheduled_for = :run_at, expire_at = :expire_at,
-    worker = NULL, lease_until = NULL
+    worker = NULL, lease_until = NULL, rate_slot = NULL
 WHERE id = :id;
 
 -- name: finish_release_now
 -- Handed back without charging the attempt: head of its queue (position below any real time).
+-- It keeps the rate-limit slot it was deferred to, if any.
 UPDATE jobs
 SET status = 'queued', attempts = max(attempts - 1, 0), position = enqueued_at - 1e12,
-    worker = NULL, lease_until = NULL
+    worker = NULL, lease_until = NULL, rate_slot = :rate_slot
 WHERE id = :id;
 
 -- name: finish_release_later
 UPDATE jobs
 SET status = 'scheduled', attempts = max(attempts - 1, 0), scheduled_for = :run_at,
-    worker = NULL, lease_until = NULL
+    worker = NULL, lease_until = NULL, rate_slot = :rate_slot
 WHERE id = :id;
+
+-- name: finish_again
+-- The run succeeded and the job runs once more at :run_at (queued at the tail if already due),
+-- as new: attempts and lost back to 0. It stays active, so it keeps its unique hold.
+UPDATE jobs
+SET status = iif(:run_at <= :now, 'queued', 'scheduled'), result = :result,
+    scheduled_for = :run_at, position = :run_at, attempts = 0, lost = 0,
+    worker = NULL, lease_until = NULL, rate_slot = NULL
+WHERE id = :id;
+
+-- name: unpark
+-- A slot of :gate freed (a job left running, or a gated job was cancelled): put back in their
+-- queues the best parked jobs of the gate (jobs_parked order), as many as it has free slots by
+-- :gate_limit (the limit carried by the job that freed it). Run after the transaction's other
+-- changes, so the running count is final; it returns the queues to wake.
+UPDATE jobs SET parked = 0
+WHERE id IN (
+    SELECT id FROM jobs INDEXED BY jobs_parked
+    WHERE gate = :gate AND parked = 1
+    ORDER BY priority DESC, position, id
+    LIMIT max(0, :gate_limit - (SELECT count(*) FROM jobs INDEXED BY jobs_gate
+                                WHERE gate = :gate AND status = 'running'))
+)
+RETURNING queue;
 
 -- name: bump_stats
 -- Add to one (minute, task, queue) counter bucket; run in the transaction that applied them.
@@ -156,7 +224,7 @@ WHERE status IN ('scheduled', 'retrying');
 
 -- name: lapsed
 -- recover: running jobs whose lease lapsed before :now, oldest lease first (jobs_lease index).
-SELECT id, task, queue, lost FROM jobs INDEXED BY jobs_lease
+SELECT id, task, queue, lost, gate, gate_limit FROM jobs INDEXED BY jobs_lease
 WHERE status = 'running' AND lease_until < :now
 ORDER BY lease_until
 LIMIT :limit;
@@ -165,7 +233,7 @@ LIMIT :limit;
 -- recover below max_lost: head of its queue, worker cleared, attempts kept.
 UPDATE jobs
 SET status = 'queued', lost = lost + 1, position = enqueued_at - 1e12,
-    worker = NULL, lease_until = NULL
+    worker = NULL, lease_until = NULL, rate_slot = NULL
 WHERE id = :id;
 
 -- name: quarantine_lost
@@ -173,7 +241,7 @@ WHERE id = :id;
 -- history that is not valid JSON is replaced rather than blocking the recovery).
 UPDATE jobs
 SET status = 'failed', lost = lost + 1, finished_at = :now, expire_at = :expire_at,
-    lease_until = NULL,
+    lease_until = NULL, rate_slot = NULL,
     errors = CAST(json_insert(
         CASE WHEN json_valid(CAST(errors AS TEXT)) AND json_type(CAST(errors AS TEXT)) = 'array'
              THEN CAST(errors AS TEXT) ELSE '[]' END,
@@ -195,16 +263,35 @@ DELETE FROM workers WHERE id = :worker;
 SELECT id, started_at, last_seen, info FROM workers ORDER BY id;
 
 -- name: cancel
+-- Any active job, parked or not; its gate (if any) is returned so a freed slot unparks a job.
 UPDATE jobs
-SET status = 'cancelled', finished_at = :now, expire_at = :expire_at, lease_until = NULL
-WHERE id = :id AND status IN ('scheduled', 'queued', 'running', 'retrying');
+SET status = 'cancelled', finished_at = :now, expire_at = :expire_at, lease_until = NULL,
+    parked = 0
+WHERE id = :id AND status IN ('scheduled', 'queued', 'running', 'retrying')
+RETURNING gate, gate_limit;
+
+-- name: retry_candidate
+-- retry: a failed/cancelled job's unique key, if its hold had not ended before it finished.
+SELECT iif(unique_expires_at IS NULL OR unique_expires_at > finished_at, unique_key, NULL)
+FROM jobs WHERE id = :id AND status IN ('failed', 'cancelled');
 
 -- name: retry
 -- Re-queue a failed/cancelled job at the tail of its queue with fresh attempts; errors kept.
+-- :unique_key is the key it takes again (see retry_candidate), or NULL; an old rate-limit slot
+-- is not kept for a run that starts anew.
 UPDATE jobs
 SET status = 'queued', attempts = 0, lost = 0, finished_at = NULL, result = NULL,
-    expire_at = NULL, worker = NULL, lease_until = NULL, position = :now
+    expire_at = NULL, worker = NULL, lease_until = NULL, position = :now,
+    unique_key = :unique_key, rate_slot = NULL
 WHERE id = :id AND status IN ('failed', 'cancelled');
+
+-- name: rate_states
+-- reserve_rate: the stored GCRA state of the keys (JSON array).
+SELECT key, tat, not_before FROM rate_limits WHERE key IN (SELECT value FROM json_each(:keys));
+
+-- name: rate_store
+INSERT INTO rate_limits (key, tat, not_before) VALUES (:key, :tat, :not_before)
+ON CONFLICT (key) DO UPDATE SET tat = excluded.tat, not_before = excluded.not_before;
 
 -- name: purge_jobs
 -- Retention: finished jobs whose expire_at passed, oldest first (jobs_expire index).
@@ -223,17 +310,21 @@ DELETE FROM stats WHERE minute < :minute;
 -- Workers that died without unregistering (SIGKILL, lost machine) and were not seen for 24 h.
 DELETE FROM workers WHERE last_seen < :cutoff;
 
+-- name: purge_rates
+-- Rate-limit keys whose tat has passed: equivalent to no state (one row per live key).
+DELETE FROM rate_limits WHERE tat <= :now;
+
 -- name: get_job
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at
+       lease_until, lost, expire_at, rate_slot
 FROM jobs WHERE id = :id;
 
 -- name: list_jobs_by_key
 -- One key's jobs, newest first, through the jobs_key index only.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at
+       lease_until, lost, expire_at, rate_slot
 FROM jobs INDEXED BY jobs_key
 WHERE key = :key
   AND (:status IS NULL OR status = :status)
@@ -246,7 +337,7 @@ LIMIT :limit;
 -- One state's jobs, newest first, through the jobs_status index.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at
+       lease_until, lost, expire_at, rate_slot
 FROM jobs INDEXED BY jobs_status
 WHERE status = :status
   AND (:task IS NULL OR task = :task)
@@ -258,7 +349,7 @@ LIMIT :limit;
 -- Any state: walks the primary key newest first, filtering as it goes.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at
+       lease_until, lost, expire_at, rate_slot
 FROM jobs
 WHERE (:task IS NULL OR task = :task)
   AND (:queue IS NULL OR queue = :queue)
@@ -287,3 +378,4 @@ DELETE FROM jobs;
 DELETE FROM stats;
 DELETE FROM workers;
 DELETE FROM queues;
+DELETE FROM rate_limits;
