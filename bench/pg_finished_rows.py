@@ -285,6 +285,7 @@ async def _explain(backend: PostgresBackend, url: str, queued: int) -> dict[str,
     params: dict[str, Any] = {
         "queues": [QUEUE],
         "limit": BATCH,
+        "first": True,
         "now": now,
         "worker": WORKER,
         "lease_until": now + LEASE,
@@ -315,7 +316,9 @@ def _summary(plan: str) -> str:
     seq = re.findall(r"Seq Scan on (\S+)", plan)
     total = re.search(r"Buffers: shared ([^\n]+)", plan)
     ready = re.search(
-        r"Index Scan using jobs_(?:ready|status) on jobs j_1.*?Buffers: shared ([^\n]+)", plan, re.S
+        r"Index Scan using jobs_(?:ready|status) on jobs j(?:_\d+)?\b.*?Buffers: shared ([^\n]+)",
+        plan,
+        re.S,
     )
     exec_ms = re.search(r"Execution Time: ([\d.]+) ms", plan)
     return (

@@ -306,8 +306,10 @@ def test_concurrent_starters_migrate_once(postgres_url: str, schema: str) -> Non
         backends = [PostgresBackend(postgres_url, schema) for _ in range(5)]
         return list(await asyncio.gather(*(b.migrate() for b in backends)))
 
+    from duly.backends._sql import load_migrations
+
     results = asyncio.run(main())
-    assert sorted(results) == [[], [], [], [], [1, 2]]
+    assert sorted(results) == [[], [], [], [], [m.version for m in load_migrations(_PKG)]]
 
 
 def test_auto_migrate_off_needs_a_migrated_schema(postgres_url: str, schema: str) -> None:

@@ -1,10 +1,22 @@
 """The PostgreSQL backend: one transaction per state change, SKIP LOCKED claims, LISTEN/NOTIFY.
 
 Layout of the schema (``schema``, default ``duly``): ``jobs`` (one row per job, partial indexes
-per hot path), ``stats`` (per-minute counters), ``workers``, ``queues`` and ``schema_version``;
-see ``migrations/0001_initial.sql``. Every query lives in ``queries.sql``; ``{schema}`` in it is
-replaced by the quoted schema name once, here, so the same text also runs on a caller's own
-connection for transactional enqueue (:meth:`PostgresBackend.enqueue_on`).
+per hot path), ``stats`` (per-minute counters), ``workers``, ``queues``, ``gates`` (running count
+per gate), ``rate_limits`` (GCRA state per key) and ``schema_version``; see ``migrations/``.
+Every query lives in ``queries.sql``; ``{schema}`` in it is replaced by the quoted schema name
+once, here, so the same text also runs on a caller's own connection for transactional enqueue
+(:meth:`PostgresBackend.enqueue_on`).
+
+Plain jobs (no unique key, no gate) take one statement per call, in autocommit. Concurrency
+control adds statements only for the batches that need them, in one transaction:
+
+- a batch with unique jobs: insert, then look up the holders of the keys that were taken (see
+  ``_enqueue_plan``);
+- a gated job leaving ``running`` (finish, recover, cancel): the state change, then
+  ``gate_release`` (slot counts, gate rows locked in key order), then ``gate_unpark`` in a fresh
+  snapshot that sees every job parked by a claim that held the gate row meanwhile. Claiming
+  needs no transaction: one statement takes a slot or parks (``claim`` in ``queries.sql``);
+- ``reserve_rate``: lock the keys' rows, compute the slots, store the new state.
 
 Wake-ups: every change that may make a job claimable calls ``pg_notify('duly_<schema>', queue)``
 inside its transaction; :meth:`PostgresBackend.wait_for_work` listens on one dedicated
@@ -21,8 +33,8 @@ import math
 import threading
 import time
 import zlib
-from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -33,6 +45,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 from duly.backends._sql import load_migrations, load_queries
 from duly.backends.base import Backend
 from duly.errors import BackendUnavailable, ConfigurationError
+from duly.limits import gcra_slots
 from duly.records import (
     EnqueueResult,
     JobFilter,
@@ -40,12 +53,15 @@ from duly.records import (
     NewJob,
     Outcome,
     QueueStats,
+    RateRequest,
     Recovered,
     StatRow,
     WorkerRecord,
 )
 
 __all__ = ["PostgresBackend"]
+
+T = TypeVar("T")
 
 #: The ``jobs`` columns in ``JobRecord`` field order, read through the alias ``j``.
 _COLUMNS: Final = ", ".join(f"j.{field.name}" for field in dataclasses.fields(JobRecord))
@@ -54,6 +70,12 @@ _CONNECT_TIMEOUT: Final = 5.0
 #: Connection failures: the server is down, restarting, or unreachable. Deadlocks and
 #: cancelled statements are OperationalErrors too, but they are bugs, not outages.
 _NOT_OUTAGES: Final = (psycopg.errors.TransactionRollback, psycopg.errors.QueryCanceled)
+#: How many times a transaction of several statements is run again after a deadlock. Locks are
+#: taken in one order everywhere (jobs, then stats, then gates by key), so this is a safety net.
+_DEADLOCK_RETRIES: Final = 3
+#: Rounds of insert-then-look-up for a unique job whose holder keeps vanishing (see
+#: ``_enqueue_plan``); each round needs another job to take and lose the key meanwhile.
+_UNIQUE_ROUNDS: Final = 10
 
 
 @functools.cache
@@ -91,6 +113,11 @@ def _dead_connection(exc: BaseException) -> bool:
 
 
 def _enqueue_params(jobs: Sequence[NewJob], channel: str) -> dict[str, object]:
+    """The ``enqueue`` statement's arrays. The options of a unique key or a gate are stored only
+    with it, and the arrays of a kind no job of the batch has are sent empty: unnest pads them
+    with NULLs, which costs a plain batch less than a NULL per job."""
+    unique = jobs if any(j.unique_key is not None for j in jobs) else ()
+    gated = jobs if any(j.gate is not None for j in jobs) else ()
     return {
         "ids": [j.id for j in jobs],
         "tasks": [j.task for j in jobs],
@@ -101,13 +128,99 @@ def _enqueue_params(jobs: Sequence[NewJob], channel: str) -> dict[str, object]:
         "priorities": [int(j.priority) for j in jobs],
         "enqueued_at": [float(j.enqueued_at) for j in jobs],
         "scheduled_for": [float(j.scheduled_for) for j in jobs],
+        "unique_keys": [j.unique_key for j in unique],
+        "unique_until": [None if j.unique_key is None else j.unique_until for j in unique],
+        "unique_expires_at": [
+            None
+            if j.unique_key is None or j.unique_expires_at is None
+            else float(j.unique_expires_at)
+            for j in unique
+        ],
+        "gates": [j.gate for j in gated],
+        "gate_limits": [None if j.gate is None else int(j.gate_limit) for j in gated],
         "channel": channel,
     }
 
 
-def _enqueue_results(jobs: Sequence[NewJob], inserted: list[str]) -> list[EnqueueResult]:
-    fresh = set(inserted)
-    return [EnqueueResult(j.id, deduplicated=j.id not in fresh) for j in jobs]
+#: One step of a plan: the name of a query and its parameters. The plan is sent the rows.
+_Step = tuple[str, dict[str, object]]
+_Plan = Generator[_Step, list[tuple[Any, ...]], T]
+
+
+def _enqueue_plan(jobs: Sequence[NewJob], channel: str) -> _Plan[list[EnqueueResult]]:
+    """The statements of one enqueue, for every way of running them (pooled connection, the
+    caller's own, blocking): yields ``(query, params)`` and is sent each statement's rows.
+
+    A batch without unique jobs is one ``enqueue`` statement. A unique job left out by it (its
+    key is held) needs ``unique_holders`` in the same transaction: a later statement, whose
+    snapshot sees the holder the insert waited for. A holder gone since (finished, started) or
+    past its expiry (taken over) means inserting that job again.
+    """
+    results: list[EnqueueResult | None] = [None] * len(jobs)
+    pending = list(range(len(jobs)))
+    for _ in range(_UNIQUE_ROUNDS):
+        [row] = yield "enqueue", _enqueue_params([jobs[i] for i in pending], channel)
+        inserted = set(row[0])
+        held = []
+        for i in pending:
+            job = jobs[i]
+            if job.id in inserted:
+                results[i] = EnqueueResult(job.id)
+            elif job.unique_key is None:  # its id is already stored (a resend)
+                results[i] = EnqueueResult(job.id, deduplicated=True)
+            else:
+                held.append(i)
+        if not held:
+            return [r for r in results if r is not None]
+        rows = yield (
+            "unique_holders",
+            {
+                "ids": [jobs[i].id for i in held],
+                "unique_keys": [jobs[i].unique_key for i in held],
+                "enqueued_at": [float(jobs[i].enqueued_at) for i in held],
+            },
+        )
+        pending = []
+        for i, (_, stored, holder, expired) in zip(held, rows, strict=True):
+            if stored:
+                results[i] = EnqueueResult(jobs[i].id, deduplicated=True)
+            elif holder is not None and not expired:
+                results[i] = EnqueueResult(holder, deduplicated=True)
+            else:
+                pending.append(i)
+        if not pending:
+            return [r for r in results if r is not None]
+    raise RuntimeError(f"unique enqueue: the holders of {len(pending)} keys kept changing")
+
+
+def _run_plan(conn: psycopg.Connection[Any], queries: _Queries, plan: _Plan[T]) -> T:
+    """Run ``plan`` on a sync connection, in whatever transaction it is in."""
+    try:
+        name, params = next(plan)
+        while True:
+            rows = conn.execute(queries[name], params).fetchall()
+            name, params = plan.send(rows)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+
+
+async def _run_plan_async(
+    conn: psycopg.AsyncConnection[Any], queries: _Queries, plan: _Plan[T]
+) -> T:
+    """Run ``plan`` on an async connection, in whatever transaction it is in."""
+    try:
+        name, params = next(plan)
+        while True:
+            cur = await conn.execute(queries[name], params)
+            name, params = plan.send(await cur.fetchall())
+    except StopIteration as done:
+        result: T = done.value
+        return result
+
+
+def _any_unique(jobs: Sequence[NewJob]) -> bool:
+    return any(j.unique_key is not None for j in jobs)
 
 
 class PostgresBackend:
@@ -169,8 +282,9 @@ class PostgresBackend:
 
     def _not_migrated(self, exc: BaseException) -> ConfigurationError:
         return ConfigurationError(
-            f"PostgreSQL schema {self.schema!r} at {self._where} has no duly tables ({exc}): "
-            "run `duly migrate` (or open the app once) before enqueueing on your own connection"
+            f"PostgreSQL schema {self.schema!r} at {self._where} lacks duly tables or columns "
+            f"({exc}): run `duly migrate` (or open the app once) before enqueueing on your own "
+            "connection"
         )
 
     async def _connect(self) -> psycopg.AsyncConnection[Any]:
@@ -296,6 +410,52 @@ class PostgresBackend:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def _transaction(
+        self,
+        work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]],
+        *,
+        retry: bool = False,
+        atomic: bool = True,
+    ) -> T:
+        """Run ``work`` (several statements) in one transaction on a pooled connection, or in
+        autocommit when it is one statement (``atomic=False``: no BEGIN/COMMIT round trips).
+
+        After a deadlock the whole transaction runs again (a safety net: see
+        ``_DEADLOCK_RETRIES``). With ``retry``, as in ``_one``, once more on a fresh connection
+        after a dead one (idempotent work only).
+        """
+        deadlocks = 0
+        resent = not retry
+        while True:
+            try:
+                async with self._conn() as conn:
+                    if not atomic:
+                        return await work(conn)
+                    async with conn.transaction():
+                        return await work(conn)
+            except psycopg.errors.DeadlockDetected:
+                deadlocks += 1
+                if deadlocks > _DEADLOCK_RETRIES:
+                    raise
+            except BackendUnavailable as exc:
+                if resent or not _dead_connection(exc):
+                    raise
+                resent = True
+
+    async def _free_gates(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        released: Sequence[str],
+        passed_on: Sequence[str] = (),
+    ) -> None:
+        """In the caller's transaction, once gated jobs left ``running`` (``released``: a gate
+        per job) or a woken job was cancelled before it ran (``passed_on``): give the slots
+        back, then wake one parked job per entry in a statement of its own (fresh snapshot)."""
+        if released:
+            await conn.execute(self._q["gate_release"], {"gates": list(released)})
+        gates = [*released, *passed_on]
+        await conn.execute(self._q["gate_unpark"], {"gates": gates, "channel": self.channel})
+
     # -- lifecycle ---------------------------------------------------------------------------
     async def migrate(self) -> list[int]:
         """Apply the pending migrations, one transaction each; return the versions applied.
@@ -373,11 +533,13 @@ class PostgresBackend:
     async def enqueue(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
         if not jobs:
             return []
+
+        async def run(conn: psycopg.AsyncConnection[Any]) -> list[EnqueueResult]:
+            return await _run_plan_async(conn, self._q, _enqueue_plan(jobs, self.channel))
+
         # Idempotent: a job id already stored is left alone, so a resend after a lost answer
-        # cannot double a job.
-        row = await self._one("enqueue", _enqueue_params(jobs, self.channel), retry=True)
-        assert row is not None
-        return _enqueue_results(jobs, row[0])
+        # cannot double a job. Without unique jobs the plan is one statement.
+        return await self._transaction(run, retry=True, atomic=_any_unique(jobs))
 
     def enqueue_on(
         self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob]
@@ -386,21 +548,19 @@ class PostgresBackend:
 
         Nothing is committed here: the jobs become visible (and idle workers are woken) when
         the caller commits, and never exist if it rolls back. Needs only the schema, not an
-        opened backend.
+        opened backend. A batch with unique jobs may take more than one statement: run it in
+        a transaction (an autocommit connection would commit each one on its own).
         """
         if not jobs:
             return []
         try:
-            cur = conn.execute(self._q["enqueue"], _enqueue_params(jobs, self.channel))
-            row = cur.fetchone()
-        except psycopg.errors.UndefinedTable as exc:
+            return _run_plan(conn, self._q, _enqueue_plan(jobs, self.channel))
+        except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as exc:
             raise self._not_migrated(exc) from exc
         except _NOT_OUTAGES:
             raise
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from exc
-        assert row is not None
-        return _enqueue_results(jobs, row[0])
 
     def enqueue_blocking(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
         """Blocking twin of ``enqueue`` for sync callers: one transaction on a pooled sync
@@ -409,8 +569,11 @@ class PostgresBackend:
             return []
         pool = self._sync_pool()
         try:
-            with pool.connection() as conn:  # commits on success, rolls back on error
-                return self.enqueue_on(conn, jobs)
+            with pool.connection() as conn:
+                if not _any_unique(jobs):  # one statement: autocommit
+                    return self.enqueue_on(conn, jobs)
+                with conn.transaction():
+                    return self.enqueue_on(conn, jobs)
         except PoolTimeout as exc:
             raise self._unavailable(exc) from exc
         except psycopg.OperationalError as exc:
@@ -463,16 +626,13 @@ class PostgresBackend:
         if not jobs:
             return []
         try:
-            cur = await conn.execute(self._q["enqueue"], _enqueue_params(jobs, self.channel))
-            row = await cur.fetchone()
-        except psycopg.errors.UndefinedTable as exc:
+            return await _run_plan_async(conn, self._q, _enqueue_plan(jobs, self.channel))
+        except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as exc:
             raise self._not_migrated(exc) from exc
         except _NOT_OUTAGES:
             raise
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from exc
-        assert row is not None
-        return _enqueue_results(jobs, row[0])
 
     # -- consuming ---------------------------------------------------------------------------
     async def claim(
@@ -480,19 +640,45 @@ class PostgresBackend:
     ) -> list[JobRecord]:
         if limit <= 0 or not queues:
             return []
-        params: dict[str, object] = {
-            "queues": list(queues),
-            "limit": int(limit),
-            "now": float(now),
-            "worker": worker,
-            "lease_until": float(lease_until),
-        }
-        async with self._conn() as conn:
-            cur = await conn.execute(self._q["claim"], params)
-            rows = await cur.fetchall()
-        # RETURNING has no order: restore claim order (queue, priority, position, id).
-        rows.sort(key=lambda r: (r[0], -r[10], r[1], r[2]))
-        return [JobRecord(*row[2:]) for row in rows]
+        taken: list[JobRecord] = []
+        try:
+            async with self._conn() as conn:
+                # Each statement is a claim of its own (autocommit). Another one follows only
+                # when the last one met gated jobs and there is room left: each such round
+                # takes a gated job or parks one, so this ends; plain jobs take one round.
+                while len(taken) < limit:
+                    params: dict[str, object] = {
+                        "queues": list(queues),
+                        "limit": limit - len(taken),
+                        "first": not taken,
+                        "now": float(now),
+                        "worker": worker,
+                        "lease_until": float(lease_until),
+                    }
+                    cur = await conn.execute(self._q["claim"], params)
+                    rows = await cur.fetchall()
+                    # RETURNING has no order: restore it (queue, priority, position, id).
+                    run = sorted(
+                        (r for r in rows if r[0]), key=lambda r: (r[1], -r[13], r[2], r[5])
+                    )
+                    claimed = [JobRecord(*row[5:]) for row in run]
+                    taken.extend(claimed)
+                    full = {row[3]: row[4] for row in rows if not row[0]}
+                    if full:
+                        await conn.execute(
+                            self._q["gate_park"],
+                            {"gates": list(full), "limits": list(full.values())},
+                        )
+                    if not any(row[3] is not None for row in rows):
+                        break  # no gated job met: nothing left behind one
+                    if any(record.lost for record in claimed):
+                        break  # a job that lost a worker runs alone
+        except BackendUnavailable:
+            if not taken:
+                raise
+            # The jobs of the first rounds are committed as running under this worker: hand
+            # them out (the next call meets the outage) rather than let their leases lapse.
+        return taken
 
     async def heartbeat(
         self, worker: str, job_ids: Sequence[str], now: float, lease_until: float
@@ -511,21 +697,42 @@ class PostgresBackend:
     async def finish(self, worker: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
         if not outcomes:
             return []
-        params: dict[str, object] = {
-            "worker": worker,
-            "now": float(now),
-            "minute": int(now // 60),
-            "channel": self.channel,
-            "ids": [o.job_id for o in outcomes],
-            "kinds": [o.kind for o in outcomes],
-            "results": [o.result for o in outcomes],
-            "errors": [o.errors for o in outcomes],
-            "run_at": [None if o.run_at is None else float(o.run_at) for o in outcomes],
-            "expire_at": [None if o.expire_at is None else float(o.expire_at) for o in outcomes],
-        }
-        row = await self._one("finish", params)
+
+        def params(batch: Sequence[Outcome], with_gates: bool) -> dict[str, object]:
+            return {
+                "worker": worker,
+                "now": float(now),
+                "minute": int(now // 60),
+                "channel": self.channel,
+                "with_gates": with_gates,
+                "ids": [o.job_id for o in batch],
+                "kinds": [o.kind for o in batch],
+                "results": [o.result for o in batch],
+                "errors": [o.errors for o in batch],
+                "run_at": [None if o.run_at is None else float(o.run_at) for o in batch],
+                "expire_at": [None if o.expire_at is None else float(o.expire_at) for o in batch],
+                # Empty when no outcome has one: unnest pads it with NULLs (see _enqueue_params).
+                "rate_slots": [None if o.rate_slot is None else float(o.rate_slot) for o in batch]
+                if any(o.rate_slot is not None for o in batch)
+                else [],
+            }
+
+        # Plain jobs: one autocommit statement, which leaves gated jobs alone.
+        row = await self._one("finish", params(outcomes, False))
         assert row is not None
         applied = set(row[0])
+        rest = [o for o in outcomes if o.job_id not in applied]
+        if rest:  # gated jobs (or outcomes to drop): the outcome and its freed slot together
+
+            async def gated(conn: psycopg.AsyncConnection[Any]) -> list[str]:
+                cur = await conn.execute(self._q["finish"], params(rest, True))
+                row = await cur.fetchone()
+                assert row is not None
+                if row[1]:
+                    await self._free_gates(conn, row[1])
+                return list(row[0])
+
+            applied.update(await self._transaction(gated))
         return [o.job_id in applied for o in outcomes]
 
     async def promote_due(self, now: float, limit: int) -> tuple[int, float | None]:
@@ -541,17 +748,38 @@ class PostgresBackend:
     async def recover(
         self, now: float, max_lost: int, limit: int, failed_expire_at: float
     ) -> list[Recovered]:
+        limit = max(int(limit), 0)
         params: dict[str, object] = {
             "now": float(now),
             "max_lost": int(max_lost),
-            "limit": max(int(limit), 0),
+            "limit": limit,
             "failed_expire_at": float(failed_expire_at),
             "minute": int(now // 60),
             "channel": self.channel,
+            "with_gates": False,
         }
+        # Plain jobs: one autocommit statement, which leaves gated jobs alone (see finish).
         row = await self._one("recover", params)
         assert row is not None
-        return [Recovered(i, True) for i in row[0]] + [Recovered(i, False) for i in row[1]]
+        requeued: list[str] = list(row[0])
+        quarantined: list[str] = list(row[1])
+        left = limit - len(requeued) - len(quarantined)
+        if row[3] and left > 0:
+
+            async def gated(conn: psycopg.AsyncConnection[Any]) -> tuple[list[str], list[str]]:
+                cur = await conn.execute(
+                    self._q["recover"], {**params, "limit": left, "with_gates": True}
+                )
+                row = await cur.fetchone()
+                assert row is not None
+                if row[2]:
+                    await self._free_gates(conn, row[2])
+                return list(row[0]), list(row[1])
+
+            more_requeued, more_quarantined = await self._transaction(gated)
+            requeued += more_requeued
+            quarantined += more_quarantined
+        return [Recovered(i, True) for i in requeued] + [Recovered(i, False) for i in quarantined]
 
     async def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
         wanted = frozenset(queues)
@@ -644,13 +872,54 @@ class PostgresBackend:
             "now": float(now),
             "expire_at": float(expire_at),
         }
-        return await self._one("cancel", params) is not None
+
+        async def run(conn: psycopg.AsyncConnection[Any]) -> bool:
+            cur = await conn.execute(self._q["cancel"], params)
+            row = await cur.fetchone()
+            if row is None:
+                return False
+            gate, was_running, was_waiting = row
+            if gate is not None and was_running:
+                await self._free_gates(conn, [gate])
+            elif gate is not None and was_waiting:
+                await self._free_gates(conn, [], [gate])
+            return True
+
+        return await self._transaction(run)
 
     async def retry(self, job_id: str, now: float) -> bool:
         params: dict[str, object] = {"id": job_id, "now": float(now), "channel": self.channel}
-        row = await self._one("retry", params)
-        assert row is not None
-        return bool(row[0])
+
+        async def run(conn: psycopg.AsyncConnection[Any]) -> bool:
+            await conn.execute(self._q["retry_take_over"], params)
+            cur = await conn.execute(self._q["retry"], params)
+            row = await cur.fetchone()
+            assert row is not None
+            return bool(row[0])
+
+        try:
+            return await self._transaction(run)
+        except psycopg.errors.UniqueViolation:
+            return False  # a holder of its key committed meanwhile: rolled back, unchanged
+
+    async def reserve_rate(self, requests: Sequence[RateRequest], now: float) -> list[float]:
+        if not requests:
+            return []
+
+        async def run(conn: psycopg.AsyncConnection[Any]) -> list[float]:
+            keys = [r.key for r in requests]
+            cur = await conn.execute(self._q["rate_lock"], {"keys": keys, "now": float(now)})
+            state = {key: (tat, not_before) for key, tat, not_before in await cur.fetchall()}
+            starts = gcra_slots(requests, float(now), state)
+            params = {
+                "keys": list(state),
+                "tats": [tat for tat, _ in state.values()],
+                "not_before": [not_before for _, not_before in state.values()],
+            }
+            await conn.execute(self._q["rate_store"], params)
+            return starts
+
+        return await self._transaction(run)
 
     async def purge(self, now: float, limit: int) -> int:
         params: dict[str, object] = {

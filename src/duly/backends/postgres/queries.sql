@@ -11,7 +11,9 @@
 --
 -- Invariants kept by every query below:
 --   * each one is ONE statement, hence one transaction: a crash between two lines of Python
---     never leaves a half-applied state change;
+--     never leaves a half-applied state change. The few that must follow one another (a unique
+--     enqueue, a gate slot freed then its parked job woken, rate slots) run in one transaction,
+--     and only when the batch needs them: plain jobs keep one statement per call;
 --   * rows are taken with FOR UPDATE SKIP LOCKED and re-checked by status (and worker), so two
 --     workers never get the same job and an outcome never applies to a recovered/cancelled job;
 --   * a state change that may make a job claimable calls pg_notify(%(channel)s, queue) once per
@@ -46,21 +48,32 @@ SELECT 1;
 
 
 -- name: enqueue
--- One row per NewJob, passed as parallel arrays (binary). An id already stored is left alone (so
--- retrying an enqueue whose answer was lost is harmless) and reported as not inserted.
+-- One row per NewJob, passed as parallel arrays (binary). A row that meets any unique index is
+-- left out and reported as not inserted: an id already stored (so retrying an enqueue whose
+-- answer was lost is harmless), or a unique key held by an active job (the caller then asks
+-- unique_holders who holds it). Rows go in by unique key, then batch order: the first of a
+-- batch's duplicates wins, and two batches wait on each other's keys in one order (no deadlock).
 -- Returns: inserted (text[]), woken (number of queues notified).
 WITH new AS (
     INSERT INTO {schema}.jobs AS j (
         id, task, queue, payload, status, max_attempts, key, priority,
-        enqueued_at, scheduled_for, position)
+        enqueued_at, scheduled_for, position,
+        unique_key, unique_until, unique_expires_at, gate, gate_limit)
     SELECT n.id, n.task, n.queue, n.payload,
            CASE WHEN n.scheduled_for > n.enqueued_at THEN 'scheduled' ELSE 'queued' END,
-           n.max_attempts, n.key, n.priority, n.enqueued_at, n.scheduled_for, n.enqueued_at
+           n.max_attempts, n.key, n.priority, n.enqueued_at, n.scheduled_for, n.enqueued_at,
+           n.unique_key, n.unique_until, n.unique_expires_at, n.gate, n.gate_limit
     FROM unnest(%(ids)b::text[], %(tasks)b::text[], %(queues)b::text[], %(payloads)b::bytea[],
                 %(max_attempts)b::integer[], %(keys)b::text[], %(priorities)b::integer[],
-                %(enqueued_at)b::double precision[], %(scheduled_for)b::double precision[])
-         AS n(id, task, queue, payload, max_attempts, key, priority, enqueued_at, scheduled_for)
-    ON CONFLICT (id) DO NOTHING
+                %(enqueued_at)b::double precision[], %(scheduled_for)b::double precision[],
+                %(unique_keys)b::text[], %(unique_until)b::text[],
+                %(unique_expires_at)b::double precision[], %(gates)b::text[],
+                %(gate_limits)b::integer[])
+         WITH ORDINALITY
+         AS n(id, task, queue, payload, max_attempts, key, priority, enqueued_at, scheduled_for,
+              unique_key, unique_until, unique_expires_at, gate, gate_limit, ord)
+    ORDER BY n.unique_key, n.ord
+    ON CONFLICT DO NOTHING
     RETURNING j.id, j.queue, j.status
 ),
 known AS (
@@ -72,19 +85,68 @@ SELECT ARRAY(SELECT id FROM new) AS inserted,
        (SELECT count(pg_notify(%(channel)s, q.queue))
           FROM (SELECT DISTINCT queue FROM new WHERE status = 'queued') AS q) AS woken;
 
+-- name: unique_holders
+-- For unique jobs that enqueue left out, in the same transaction (a later statement, so it sees
+-- what enqueue waited for): is the id itself stored (a resend), and which active job holds the
+-- key. A hold past its unique_expires_at (compared with the new job's enqueued_at) is taken
+-- over here: the holder's unique_key becomes NULL (re-checked on the row's latest version), and
+-- the caller inserts the new job again. So does it when the holder is gone (it finished or
+-- started since the insert).
+-- Returns one row per input: ord (1-based), stored (boolean), holder (text or NULL), expired.
+WITH n AS (
+    SELECT *
+    FROM unnest(%(ids)s::text[], %(unique_keys)s::text[], %(enqueued_at)s::double precision[])
+         WITH ORDINALITY AS n(id, unique_key, enqueued_at, ord)
+),
+holders AS (
+    SELECT n.ord, h.id, h.unique_key, h.unique_expires_at <= n.enqueued_at AS expired,
+           n.enqueued_at
+    FROM n
+    JOIN {schema}.jobs h
+      ON h.unique_key = n.unique_key
+     AND h.status IN ('scheduled', 'queued', 'running', 'retrying')
+),
+taken_over AS (
+    UPDATE {schema}.jobs h
+    SET unique_key = NULL
+    FROM holders x
+    WHERE h.id = x.id AND x.expired
+      AND h.unique_key = x.unique_key
+      AND h.status IN ('scheduled', 'queued', 'running', 'retrying')
+      AND h.unique_expires_at <= x.enqueued_at
+)
+SELECT n.ord,
+       EXISTS (SELECT 1 FROM {schema}.jobs s WHERE s.id = n.id) AS stored,
+       x.id AS holder,
+       coalesce(x.expired, false) AS expired
+FROM n
+LEFT JOIN holders x ON x.ord = n.ord
+ORDER BY n.ord;
+
 
 -- name: claim
 -- Up to %(limit)s queued jobs, queue by queue in the order of %(queues)s (text[]), each queue
--- read through jobs_ready in (priority DESC, position, id) order. The nested loop pulls rows
--- lazily, so once %(limit)s rows are found no further row is locked.
--- Returns: queue_pos, position, then {columns} with the new state.
+-- read through jobs_ready (parked = false) in (priority DESC, position, id) order. The nested
+-- loop pulls rows lazily, so once %(limit)s rows are found no further row is locked.
+--
+-- Gated jobs: the first wanted job of each gate (its leader) asks the gate for a slot with an
+-- upsert on `gates` (one per gate: ON CONFLICT cannot touch a row twice in a statement). The
+-- upsert locks the gate row and reads its latest committed version even when its WHERE fails,
+-- so the claims and releases of a gate are serialised on that row. With a slot, the leader is
+-- taken; without, the gate's wanted jobs are parked (a release can only come after this
+-- transaction commits, and will see them). The other jobs of a gate that granted a slot are
+-- not touched (the next claim takes them or not). For plain jobs the gate CTEs see no rows;
+-- parking is folded into the one UPDATE (a second UPDATE of `jobs` costs plain claims more).
+--
+-- Returns, for each job taken (run) or parked (not run): run, queue_pos, position, gate,
+-- gate_limit, then {columns} with the new state.
 WITH candidates AS (
-    SELECT q.pos, c.id, c.lost, c.priority, c.position
+    SELECT q.pos, c.id, c.lost, c.priority, c.position, c.gate, c.gate_limit
     FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, pos)
     CROSS JOIN LATERAL (
-        SELECT j.id, j.lost, j.priority, j.position
+        SELECT j.id, j.lost, j.priority, j.position, j.gate, j.gate_limit
         FROM {schema}.jobs j
-        WHERE j.status = 'queued' AND j.queue = q.name
+        WHERE j.status = 'queued' AND j.queue = q.name AND NOT j.parked
         ORDER BY j.priority DESC, j.position, j.id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
@@ -92,10 +154,10 @@ WITH candidates AS (
     LIMIT %(limit)s
 ),
 -- A job that already lost a worker (lost > 0) may be a poison pill: it is taken only alone, as
--- the first job of a claim, and nothing after it is taken (the rest stay queued; their row
--- locks end with this transaction).
+-- the first job of a claim (%(first)s: nothing was taken yet by this claim call), and nothing
+-- after it is taken (the rest stay queued; their row locks end with this transaction).
 ranked AS (
-    SELECT pos, id,
+    SELECT pos, id, gate, gate_limit,
            row_number() OVER claim_order AS rn,
            count(*) FILTER (WHERE lost > 0) OVER (claim_order ROWS UNBOUNDED PRECEDING)
                AS tainted
@@ -103,19 +165,73 @@ ranked AS (
     WINDOW claim_order AS (ORDER BY pos, priority DESC, position, id)
 ),
 wanted AS (
-    SELECT pos, id FROM ranked WHERE tainted = 0 OR rn = 1
+    SELECT pos, id, gate, gate_limit, rn FROM ranked WHERE tainted = 0 OR (rn = 1 AND %(first)s)
+),
+leaders AS (
+    SELECT DISTINCT ON (gate) pos, id, gate, gate_limit
+    FROM wanted
+    WHERE gate IS NOT NULL
+    ORDER BY gate, rn
+),
+-- In gate order, so two claims lock gate rows in one order.
+acquired AS (
+    INSERT INTO {schema}.gates AS g (key, running)
+    SELECT l.gate, 1 FROM leaders l ORDER BY l.gate
+    ON CONFLICT (key) DO UPDATE SET running = g.running + 1
+    WHERE g.running < (SELECT l.gate_limit FROM leaders l WHERE l.gate = excluded.key)
+    RETURNING g.key
+),
+touched AS (
+    SELECT pos, id, true AS run FROM wanted WHERE gate IS NULL
+    UNION ALL
+    SELECT l.pos, l.id, true FROM leaders l JOIN acquired a ON a.key = l.gate
+    UNION ALL
+    SELECT w.pos, w.id, false
+    FROM wanted w
+    WHERE w.gate IS NOT NULL AND w.gate NOT IN (SELECT key FROM acquired)
 )
 UPDATE {schema}.jobs j
-SET status = 'running',
-    attempts = j.attempts + 1,
-    started_at = %(now)s,
-    worker = %(worker)s,
-    lease_until = %(lease_until)s,
-    finished_at = NULL,
-    result = NULL
-FROM wanted w
-WHERE j.id = w.id
-RETURNING w.pos, j.position, {columns};
+SET status = CASE WHEN t.run THEN 'running' ELSE j.status END,
+    attempts = CASE WHEN t.run THEN j.attempts + 1 ELSE j.attempts END,
+    started_at = CASE WHEN t.run THEN %(now)s ELSE j.started_at END,
+    worker = CASE WHEN t.run THEN %(worker)s ELSE j.worker END,
+    lease_until = CASE WHEN t.run THEN %(lease_until)s ELSE j.lease_until END,
+    finished_at = CASE WHEN t.run THEN NULL ELSE j.finished_at END,
+    -- A unique_until = 'start' hold ends when its job first starts.
+    unique_key = CASE WHEN t.run AND j.unique_until = 'start' THEN NULL ELSE j.unique_key END,
+    parked = NOT t.run
+FROM touched t
+WHERE j.id = t.id
+RETURNING t.run, t.pos, j.position, j.gate, j.gate_limit, {columns};
+
+-- name: gate_park
+-- After a claim parked jobs of full gates (%(gates)s, each once, with the limit its leader
+-- saw, %(limits)s): park the other queued jobs of those gates too, at once, so the next claim
+-- reaches the jobs behind a backlog instead of parking it a batch at a time. Each gate row is
+-- locked first (a no-op upsert returns its latest version) and re-checked: a gate freed
+-- meanwhile is left alone. Rows other claims hold are theirs to park or take.
+WITH asked AS (
+    SELECT * FROM unnest(%(gates)s::text[], %(limits)s::integer[]) AS a(key, lim)
+),
+locked AS (
+    INSERT INTO {schema}.gates AS g (key, running)
+    SELECT key, 0 FROM asked ORDER BY key
+    ON CONFLICT (key) DO UPDATE SET running = g.running
+    RETURNING g.key, g.running
+),
+full_gate AS (
+    SELECT l.key FROM locked l JOIN asked a ON a.key = l.key WHERE l.running >= a.lim
+)
+UPDATE {schema}.jobs j
+SET parked = true
+FROM full_gate f
+CROSS JOIN LATERAL (
+    SELECT x.id
+    FROM {schema}.jobs x
+    WHERE x.gate = f.key AND x.status = 'queued' AND NOT x.parked
+    FOR UPDATE SKIP LOCKED
+) AS p
+WHERE j.id = p.id;
 
 
 -- name: heartbeat
@@ -136,13 +252,20 @@ SELECT ARRAY(SELECT id FROM extended) AS extended;
 -- Outcomes as parallel arrays; each applies only while its job is running under %(worker)s.
 --   succeeded: result, finished_at, expire_at        failed: errors, finished_at, expire_at
 --   retry:     errors, retrying until run_at          release: attempts - 1, back to the head of
---              its queue (or scheduled for run_at when run_at > now)
--- Returns: applied (text[]), woken.
+--              its queue (or scheduled for run_at when run_at > now), rate_slot stored
+--   again:     result, attempts and lost 0, queued at run_at (scheduled when run_at > now)
+-- Every kind but release clears rate_slot. result is kept unless the kind stores one (a job
+-- that runs again sees its previous run's result). The unique key stays on the row: leaving the
+-- active states is what ends its hold.
+-- With %(with_gates)s false, jobs with a gate are left alone (not applied): freeing their slot
+-- takes more statements, which the caller runs in a transaction for the outcomes not applied.
+-- Returns: applied (text[]), freed (the gate of each applied gated job, text[]), woken.
 WITH o AS (
     SELECT *
     FROM unnest(%(ids)s::text[], %(kinds)s::text[], %(results)s::bytea[], %(errors)s::bytea[],
-                %(run_at)s::double precision[], %(expire_at)s::double precision[])
-         AS o(id, kind, result, errors, run_at, expire_at)
+                %(run_at)s::double precision[], %(expire_at)s::double precision[],
+                %(rate_slots)s::double precision[])
+         AS o(id, kind, result, errors, run_at, expire_at, rate_slot)
 ),
 done AS (
     UPDATE {schema}.jobs j
@@ -153,28 +276,34 @@ done AS (
             ELSE CASE WHEN coalesce(o.run_at, %(now)s) <= %(now)s THEN 'queued'
                       ELSE 'scheduled' END
         END,
-        attempts = CASE WHEN o.kind = 'release' THEN greatest(j.attempts - 1, 0)
-                        ELSE j.attempts END,
-        result = CASE WHEN o.kind = 'succeeded' THEN o.result END,
+        attempts = CASE o.kind WHEN 'release' THEN greatest(j.attempts - 1, 0)
+                               WHEN 'again' THEN 0
+                               ELSE j.attempts END,
+        lost = CASE WHEN o.kind = 'again' THEN 0 ELSE j.lost END,
+        result = CASE WHEN o.kind IN ('succeeded', 'again') THEN o.result ELSE j.result END,
         errors = CASE WHEN o.kind IN ('failed', 'retry') THEN o.errors ELSE j.errors END,
         finished_at = CASE WHEN o.kind IN ('succeeded', 'failed') THEN %(now)s END,
         expire_at = CASE WHEN o.kind IN ('succeeded', 'failed') THEN o.expire_at END,
         scheduled_for = CASE
-            WHEN o.kind = 'retry' THEN coalesce(o.run_at, %(now)s)
+            WHEN o.kind IN ('retry', 'again') THEN coalesce(o.run_at, %(now)s)
             WHEN o.kind = 'release' AND o.run_at > %(now)s THEN o.run_at
             ELSE j.scheduled_for
         END,
-        position = CASE WHEN o.kind = 'release' THEN j.enqueued_at - 1e12 ELSE j.position END,
+        position = CASE o.kind WHEN 'release' THEN j.enqueued_at - 1e12
+                               WHEN 'again' THEN coalesce(o.run_at, %(now)s)
+                               ELSE j.position END,
         worker = CASE WHEN o.kind IN ('succeeded', 'failed') THEN j.worker END,
-        lease_until = NULL
+        lease_until = NULL,
+        rate_slot = CASE WHEN o.kind = 'release' THEN o.rate_slot END
     FROM o
     WHERE j.id = o.id AND j.status = 'running' AND j.worker = %(worker)s
-    RETURNING j.id, j.task, j.queue, j.status, o.kind
+      AND (j.gate IS NULL OR %(with_gates)s)
+    RETURNING j.id, j.task, j.queue, j.status, j.gate, o.kind
 ),
 counted AS (
     INSERT INTO {schema}.stats AS s (minute, task, queue, succeeded, failed, retried)
     SELECT %(minute)s, d.task, d.queue,
-           count(*) FILTER (WHERE d.kind = 'succeeded'),
+           count(*) FILTER (WHERE d.kind IN ('succeeded', 'again')),
            count(*) FILTER (WHERE d.kind = 'failed'),
            count(*) FILTER (WHERE d.kind = 'retry')
     FROM done d
@@ -187,8 +316,63 @@ counted AS (
         retried = s.retried + excluded.retried
 )
 SELECT ARRAY(SELECT id FROM done) AS applied,
+       ARRAY(SELECT gate FROM done WHERE gate IS NOT NULL) AS freed,
        (SELECT count(pg_notify(%(channel)s, q.queue))
           FROM (SELECT DISTINCT queue FROM done WHERE status = 'queued') AS q) AS woken;
+
+
+-- name: gate_release
+-- In the transaction that moved gated jobs out of `running`: one slot back per entry of
+-- %(gates)s (text[], a gate once per job). The gate rows are locked in key order first, so two
+-- releases (and claims, which upsert in key order too) never deadlock.
+WITH freed AS (
+    SELECT gate, count(*) AS n FROM unnest(%(gates)s::text[]) AS f(gate) GROUP BY gate
+),
+locked AS MATERIALIZED (
+    SELECT g.key
+    FROM {schema}.gates g
+    WHERE g.key IN (SELECT gate FROM freed)
+    ORDER BY g.key
+    FOR UPDATE
+)
+UPDATE {schema}.gates g
+SET running = g.running - f.n
+FROM freed f
+JOIN locked l ON l.key = f.gate
+WHERE g.key = f.gate;
+
+-- name: gate_unpark
+-- After gate_release (or a cancel of a queued gated job), as a SEPARATE statement of the same
+-- transaction: its fresh snapshot sees the jobs parked by a claim that held a gate row while
+-- gate_release waited for it. Puts the best parked job of each gate back in its queue, once per
+-- entry of %(gates)s, and wakes those queues. Parked rows are never claim candidates, so SKIP
+-- LOCKED only passes over a job being cancelled.
+-- Returns: unparked, woken.
+WITH freed AS (
+    SELECT gate, count(*) AS n FROM unnest(%(gates)s::text[]) AS f(gate) GROUP BY gate
+),
+best AS (
+    SELECT b.id
+    FROM freed f
+    CROSS JOIN LATERAL (
+        SELECT j.id
+        FROM {schema}.jobs j
+        WHERE j.gate = f.gate AND j.status = 'queued' AND j.parked
+        ORDER BY j.priority DESC, j.position, j.id
+        LIMIT f.n
+        FOR UPDATE SKIP LOCKED
+    ) AS b
+),
+unparked AS (
+    UPDATE {schema}.jobs j
+    SET parked = false
+    FROM best
+    WHERE j.id = best.id
+    RETURNING j.queue
+)
+SELECT (SELECT count(*) FROM unparked) AS unparked,
+       (SELECT count(pg_notify(%(channel)s, q.queue))
+          FROM (SELECT DISTINCT queue FROM unparked) AS q) AS woken;
 
 
 -- name: promote_due
@@ -226,9 +410,11 @@ SELECT (SELECT count(*) FROM moved) AS moved,
 -- Running jobs whose lease lapsed before %(now)s, at most %(limit)s, each locked by exactly one
 -- caller. Below %(max_lost)s losses: back to the head of the queue, attempts kept. At
 -- %(max_lost)s: failed with a LostWorker error appended, counted, expiring at %(failed_expire_at)s.
--- Returns: requeued (text[]), quarantined (text[]), woken.
+-- Either way rate_slot is cleared. With %(with_gates)s false, lapsed jobs with a gate are left
+-- alone (see finish) and reported by gated_left.
+-- Returns: requeued (text[]), quarantined (text[]), freed (gates, text[]), gated_left, woken.
 WITH lapsed AS (
-    SELECT j.id
+    SELECT j.id, j.gate
     FROM {schema}.jobs j
     WHERE j.status = 'running' AND j.lease_until < %(now)s
     ORDER BY j.lease_until
@@ -241,6 +427,7 @@ recovered AS (
         status = CASE WHEN j.lost + 1 >= %(max_lost)s THEN 'failed' ELSE 'queued' END,
         worker = CASE WHEN j.lost + 1 >= %(max_lost)s THEN j.worker END,
         lease_until = NULL,
+        rate_slot = NULL,
         position = CASE WHEN j.lost + 1 >= %(max_lost)s THEN j.position
                         ELSE j.enqueued_at - 1e12 END,
         finished_at = CASE WHEN j.lost + 1 >= %(max_lost)s THEN %(now)s END,
@@ -258,8 +445,8 @@ recovered AS (
             ELSE j.errors
         END
     FROM lapsed
-    WHERE j.id = lapsed.id
-    RETURNING j.id, j.task, j.queue, j.status
+    WHERE j.id = lapsed.id AND (lapsed.gate IS NULL OR %(with_gates)s)
+    RETURNING j.id, j.task, j.queue, j.status, j.gate
 ),
 counted AS (
     INSERT INTO {schema}.stats AS s (minute, task, queue, failed)
@@ -272,6 +459,8 @@ counted AS (
 )
 SELECT ARRAY(SELECT id FROM recovered WHERE status = 'queued') AS requeued,
        ARRAY(SELECT id FROM recovered WHERE status = 'failed') AS quarantined,
+       ARRAY(SELECT gate FROM recovered WHERE gate IS NOT NULL) AS freed,
+       EXISTS (SELECT 1 FROM lapsed WHERE gate IS NOT NULL AND NOT %(with_gates)s) AS gated_left,
        (SELECT count(pg_notify(%(channel)s, q.queue))
           FROM (SELECT DISTINCT queue FROM recovered WHERE status = 'queued') AS q) AS woken;
 
@@ -290,28 +479,79 @@ SELECT id, started_at, last_seen, info FROM {schema}.workers ORDER BY id;
 
 
 -- name: cancel
+-- Locks the row first (FOR UPDATE reads its latest version, e.g. a job a claim just started),
+-- so the caller learns the state it left. A parked job is unparked (parked implies queued).
+-- Returns (when cancelled): gate, was_running, was_waiting (queued and not parked: it may have
+-- been the job a freed slot woke, whose turn must pass to the next parked job).
+WITH cur AS (
+    SELECT j.id, j.status, j.parked
+    FROM {schema}.jobs j
+    WHERE j.id = %(id)s AND j.status IN ('scheduled', 'queued', 'running', 'retrying')
+    FOR UPDATE
+)
 UPDATE {schema}.jobs j
-SET status = 'cancelled', finished_at = %(now)s, expire_at = %(expire_at)s, lease_until = NULL
-WHERE j.id = %(id)s AND j.status IN ('scheduled', 'queued', 'running', 'retrying')
-RETURNING j.id;
+SET status = 'cancelled', finished_at = %(now)s, expire_at = %(expire_at)s, lease_until = NULL,
+    parked = false
+FROM cur
+WHERE j.id = cur.id
+RETURNING j.gate, cur.status = 'running', cur.status = 'queued' AND NOT cur.parked;
+
+-- name: retry_take_over
+-- First statement of an operator retry: a hold past its unique_expires_at (compared with
+-- %(now)s) on the key of the job to retry is taken over, as enqueue does.
+UPDATE {schema}.jobs h
+SET unique_key = NULL
+FROM {schema}.jobs j
+WHERE j.id = %(id)s AND j.status IN ('failed', 'cancelled')
+  AND h.unique_key = j.unique_key AND h.id <> j.id
+  AND h.status IN ('scheduled', 'queued', 'running', 'retrying')
+  AND h.unique_expires_at <= %(now)s;
 
 -- name: retry
 -- A failed or cancelled job becomes claimable now, with fresh attempts and its errors kept.
+-- Its unique key (if its hold lasted until it finished) is taken again, unless another active
+-- job holds it: then nothing changes. (A holder committed after this statement's snapshot makes
+-- the UPDATE fail on jobs_unique; the caller reports that as a refusal too.)
 -- Returns: retried (0 or 1), woken.
 WITH again AS (
     UPDATE {schema}.jobs j
     SET status = 'queued', attempts = 0, lost = 0, finished_at = NULL, result = NULL,
-        expire_at = NULL, worker = NULL, lease_until = NULL, position = %(now)s
+        expire_at = NULL, worker = NULL, lease_until = NULL, rate_slot = NULL,
+        position = %(now)s
     WHERE j.id = %(id)s AND j.status IN ('failed', 'cancelled')
+      AND NOT EXISTS (
+          SELECT 1 FROM {schema}.jobs h
+          WHERE h.unique_key = j.unique_key AND h.id <> j.id
+            AND h.status IN ('scheduled', 'queued', 'running', 'retrying'))
     RETURNING j.queue
 )
 SELECT (SELECT count(*) FROM again) AS retried,
        (SELECT count(pg_notify(%(channel)s, queue)) FROM again) AS woken;
 
 
+-- name: rate_lock
+-- First statement of reserve_rate: one row per key of the batch, created (tat = now, no
+-- not_before: equivalent to no state) or locked, in key order. ON CONFLICT DO UPDATE locks the
+-- row and returns its latest committed version, so concurrent reservations of a key queue here.
+-- Returns: key, tat, not_before.
+INSERT INTO {schema}.rate_limits AS r (key, tat, not_before)
+SELECT DISTINCT k, %(now)s::double precision, 0.0 FROM unnest(%(keys)s::text[]) AS k ORDER BY 1
+ON CONFLICT (key) DO UPDATE SET tat = r.tat
+RETURNING r.key, r.tat, r.not_before;
+
+-- name: rate_store
+-- Second statement of reserve_rate: each key's state after the batch's slots.
+UPDATE {schema}.rate_limits r
+SET tat = n.tat, not_before = n.not_before
+FROM unnest(%(keys)s::text[], %(tats)s::double precision[], %(not_before)s::double precision[])
+     AS n(key, tat, not_before)
+WHERE r.key = n.key;
+
+
 -- name: purge
 -- At most %(limit)s expired finished jobs, skipping rows someone holds (never waits on a lock,
--- never holds many), plus counter buckets whose minute ended more than 24 h before %(now)s.
+-- never holds many), plus counter buckets whose minute ended more than 24 h before %(now)s,
+-- workers long gone, idle rate limits and idle gates.
 -- Returns: deleted.
 WITH doomed AS (
     SELECT j.id
@@ -330,6 +570,19 @@ old_stats AS (
 -- Workers that died without unregistering and were not seen for 24 h.
 old_workers AS (
     DELETE FROM {schema}.workers WHERE last_seen < %(worker_cutoff)s
+),
+-- Rate state whose tat has passed, and gates with no running job: both are equivalent to no
+-- row. SKIP LOCKED: a row someone holds is in use (and this never waits, so never deadlocks);
+-- FOR UPDATE re-checks the condition on the row's latest version.
+idle_rates AS (
+    DELETE FROM {schema}.rate_limits r
+    WHERE r.key IN (SELECT x.key FROM {schema}.rate_limits x WHERE x.tat <= %(now)s
+                    FOR UPDATE SKIP LOCKED)
+),
+idle_gates AS (
+    DELETE FROM {schema}.gates g
+    WHERE g.key IN (SELECT x.key FROM {schema}.gates x WHERE x.running = 0
+                    FOR UPDATE SKIP LOCKED)
 )
 SELECT count(*) AS deleted FROM deleted;
 
