@@ -30,6 +30,7 @@ from duly.errors import (
     Retry,
     SerializationError,
     TaskNotFound,
+    Throttled,
 )
 from duly.job import Job, JobInfo
 from duly.records import STATUSES, JobStatus, QueueStats, StatRow, WorkerRecord
@@ -68,6 +69,7 @@ __all__ = [
     "SystemClock",
     "Task",
     "TaskNotFound",
+    "Throttled",
     "Worker",
     "WorkerRecord",
     "__version__",

@@ -12,17 +12,19 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, overload
 
 from duly.backends import DEFAULT_URL, Backend, backend_from_url
 from duly.clock import Clock, SystemClock
 from duly.errors import ConfigurationError
 from duly.job import Job, JobInfo
+from duly.limits import Limits
 from duly.portal import Portal
 from duly.records import STATUSES, JobFilter, NewJob, QueueStats, StatRow, WorkerRecord
 from duly.retry import Backoff
 from duly.scheduler.periodic import CatchUp, Schedule
 from duly.task import Signature, Task, TaskConfig, build_all, seconds
+from duly.watch import Watch, WatchConfig, WatchRecord
 
 if TYPE_CHECKING:
     from duly.worker import Worker
@@ -117,6 +119,24 @@ class _PeriodicDecorator:
         return task
 
 
+class _WatchDecorator:
+    """What ``@app.watch(...)`` returns."""
+
+    def __init__(self, app: App, watch: WatchConfig, settings: dict[str, Any]) -> None:
+        self._app = app
+        self._watch = watch
+        self._settings = settings
+
+    def __call__(self, fn: Callable[P, Any]) -> Watch[P, Any]:
+        task = self._app._register(fn, watch=self._watch, **self._settings)
+        assert isinstance(task, Watch)
+        return task
+
+
+#: Ended watches stay this long by default (their history rows).
+DEFAULT_WATCH_RETENTION = timedelta(days=7)
+
+
 class App:
     """A duly application: tasks plus the backend they are stored in.
 
@@ -180,6 +200,14 @@ class App:
         retention: float | timedelta | None = None,
         failed_retention: float | timedelta | None = None,
         priority: int = 0,
+        unique: str | bool | None = None,
+        unique_until: Literal["start", "finish"] = "finish",
+        unique_ttl: float | timedelta | None = None,
+        mutex: str | None = None,
+        concurrency: int | None = None,
+        concurrency_key: str | None = None,
+        rate_limit: str | None = None,
+        rate_key: str | None = None,
     ) -> _TaskDecorator: ...
     def task(self, fn: Callable[..., Any] | None = None, /, **settings: Any) -> Any:
         """Register a function (``def`` or ``async def``) as a task.
@@ -188,6 +216,14 @@ class App:
         ``retry_on`` (exception types worth retrying; default any Exception), ``timeout``
         (seconds), ``queue``, ``priority``, ``retention`` / ``failed_retention`` (how long
         finished jobs are kept), ``name`` (default ``module.qualname``).
+
+        Concurrency control (templates over the parameters, e.g. ``"{team_id}:{scope}"``):
+        ``unique`` (or ``True`` for all arguments): while such a job is scheduled, queued or
+        running, enqueue returns it (``job.deduplicated``); held until ``unique_until``
+        ("finish" or "start"), at most ``unique_ttl``. ``mutex``: one running job per key, the
+        others wait. ``concurrency=N`` with ``concurrency_key``: N running per key.
+        ``rate_limit="10/s"`` (``/m``, ``/h``, ``/d``) with ``rate_key``: starts per period
+        across all workers; jobs over the limit are deferred, not failed.
         """
         if fn is not None:
             return self._register(fn)
@@ -206,13 +242,42 @@ class App:
         retention: float | timedelta | None = None,
         failed_retention: float | timedelta | None = None,
         priority: int = 0,
+        unique: str | bool | None = None,
+        unique_until: Literal["start", "finish"] = "finish",
+        unique_ttl: float | timedelta | None = None,
+        mutex: str | None = None,
+        concurrency: int | None = None,
+        concurrency_key: str | None = None,
+        rate_limit: str | None = None,
+        rate_key: str | None = None,
+        watch: WatchConfig | None = None,
     ) -> Task[Any, Any]:
         if not callable(fn):
             raise TypeError(f"@app.task needs a function, got {fn!r}")
+        if watch is not None:
+            if unique is not None:
+                raise ConfigurationError("a watch is unique by its arguments; drop unique=")
+            unique, unique_until = True, "finish"
+            if retention is None:
+                retention = max(self.retention, DEFAULT_WATCH_RETENTION.total_seconds())
         if isinstance(retry_on, type):
             retry_on = (retry_on,)
+        task_name = name or _default_task_name(fn)
+        limits = Limits.build(
+            task_name,
+            fn,
+            unique=unique,
+            unique_until=unique_until,
+            unique_ttl=None if unique_ttl is None else seconds(unique_ttl, "unique_ttl"),
+            mutex=mutex,
+            concurrency=concurrency,
+            concurrency_key=concurrency_key,
+            rate_limit=rate_limit,
+            rate_key=rate_key,
+            key_by_unique=watch is not None,
+        )
         config = TaskConfig(
-            name=name or _default_task_name(fn),
+            name=task_name,
             queue=queue,
             retries=retries,
             backoff=backoff or Backoff(),
@@ -223,13 +288,16 @@ class App:
                 None if failed_retention is None else seconds(failed_retention, "failed_retention")
             ),
             priority=priority,
+            limits=limits if limits.unique or limits.gate or limits.rate else None,
         )
         existing = self.tasks.get(config.name)
         if existing is not None and existing.fn is not fn:
             raise ConfigurationError(
                 f"two tasks are named {config.name!r}; give one of them name=..."
             )
-        task: Task[Any, Any] = Task(self, fn, config)
+        task: Task[Any, Any] = (
+            Task(self, fn, config) if watch is None else Watch(self, fn, config, watch)
+        )
         self.tasks[config.name] = task
         return task
 
@@ -252,6 +320,61 @@ class App:
         ``timeout``, ``name``...) apply as in ``@app.task``.
         """
         return _PeriodicDecorator(self, every, cron, tz, catch_up, task_settings)
+
+    def watch(
+        self,
+        *,
+        max_checks: int | None = None,
+        horizon: float | timedelta | None = None,
+        timeout: float | timedelta | None = None,
+        slot: float | timedelta | None = None,
+        **task_settings: Any,
+    ) -> _WatchDecorator:
+        """Make a function a durable future check (PRODUCT §6).
+
+        The function gets the watch's arguments and returns when to check again (``datetime``
+        or ``timedelta``) or ``None`` when done. ``fn.start(...)`` begins a watch (one per
+        arguments), ``fn.options(at=... | delay=...).start(...)`` sets the first check,
+        ``fn.stop(...)`` ends it. Guards end a watch with a recorded reason: more than
+        ``max_checks`` checks, a next time in the past or beyond ``horizon`` (from the start),
+        a check over ``timeout`` seconds. ``slot`` rounds check times up to a multiple of it.
+        Task settings (``queue``, ``retries``, ``retention``...) apply as in ``@app.task``.
+        """
+        config = WatchConfig(
+            max_checks=max_checks,
+            horizon=None if horizon is None else seconds(horizon, "horizon"),
+            slot=None if slot is None else seconds(slot, "slot"),
+        )
+        return _WatchDecorator(self, config, {"timeout": timeout, **task_settings})
+
+    def watch_history(
+        self, watch: str | Watch[..., Any] | None = None, *, active: bool = False, limit: int = 50
+    ) -> list[WatchRecord]:
+        """Ended watches (or, with ``active``, the ones still watching), newest first."""
+        return self._sync(self.watch_history_async(watch, active=active, limit=limit))
+
+    async def watch_history_async(
+        self, watch: str | Watch[..., Any] | None = None, *, active: bool = False, limit: int = 50
+    ) -> list[WatchRecord]:
+        """Async twin of ``watch_history``."""
+        if watch is None:
+            names = [name for name, task in self.tasks.items() if isinstance(task, Watch)]
+        else:
+            names = [watch if isinstance(watch, str) else watch.name]
+        statuses = (
+            ("scheduled", "queued", "running", "retrying")
+            if active
+            else ("succeeded", "failed", "cancelled")
+        )
+        backend = await self.backend()
+        records = [
+            record
+            for name in names
+            for status in statuses
+            for record in await backend.list_jobs(JobFilter(task=name, status=status), limit)
+        ]
+        records.sort(key=lambda r: r.id, reverse=True)
+        return [WatchRecord.from_record(r) for r in records[:limit]]
 
     def on_failure(self, callback: FailureCallback) -> FailureCallback:
         """Call ``callback(job_info, error)`` whenever a job fails for good (usable as a

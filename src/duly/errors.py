@@ -15,6 +15,8 @@
 Control-flow exceptions raised *inside* tasks (not errors):
 
     Retry(after=...)            reschedule this job without charging an attempt
+    Throttled(retry_after=...)  the upstream said "slow down": defer this job, and every job of
+                                its rate limit, without charging an attempt
 
 Each class's docstring is its default message, so ``raise BackendUnavailable()`` still says
 something useful.
@@ -33,6 +35,7 @@ __all__ = [
     "Retry",
     "SerializationError",
     "TaskNotFound",
+    "Throttled",
 ]
 
 
@@ -83,3 +86,20 @@ class Retry(Exception):
             raise ValueError("Retry(after=...) must be >= 0 seconds")
         super().__init__(f"retry in {after:g}s")
         self.after = float(after)
+
+
+class Throttled(Exception):
+    """Raise inside a task when the upstream says "slow down" (HTTP 429, Retry-After...).
+
+    The job runs again after ``retry_after`` seconds without charging an attempt; with a
+    ``rate_limit`` on the task, its whole rate key is paused until then, so the other jobs of
+    that key wait too instead of hitting the upstream.
+    """
+
+    def __init__(self, retry_after: float = 1.0) -> None:
+        if isinstance(retry_after, bool) or not isinstance(retry_after, int | float):
+            raise TypeError(f"Throttled(retry_after=...) must be seconds, got {retry_after!r}")
+        if retry_after < 0:
+            raise ValueError("Throttled(retry_after=...) must be >= 0 seconds")
+        super().__init__(f"throttled for {retry_after:g}s")
+        self.retry_after = float(retry_after)

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from duly.ids import new_id
+from duly.limits import Limits
 from duly.records import NewJob
 from duly.retry import Backoff
 from duly.serialization import encode_payload
@@ -71,6 +72,7 @@ class TaskConfig:
     retention: float | None = None  # seconds a succeeded job is kept; None = the App's
     failed_retention: float | None = None  # seconds a failed job is kept; None = the App's
     priority: int = 0
+    limits: Limits | None = None  # unique / mutex / concurrency / rate limit (duly.limits)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -155,16 +157,19 @@ class Signature:
             scheduled_for = now + opts.delay
         else:
             scheduled_for = now
+        limits = config.limits
+        fields = {} if limits is None else limits.job_fields(self.args, self.kwargs, now)
         return NewJob(
             id=new_id(),
             task=config.name,
             queue=opts.queue or config.queue,
             payload=payload,
             max_attempts=config.max_attempts,
-            key=opts.key,
+            key=fields.pop("key", opts.key),
             priority=config.priority if opts.priority is None else opts.priority,
             enqueued_at=now,
             scheduled_for=scheduled_for,
+            **fields,
         )
 
 

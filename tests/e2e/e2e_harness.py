@@ -34,6 +34,7 @@ TASKS_MODULE = '''
 import asyncio
 import os
 import time
+from datetime import timedelta
 
 import duly
 
@@ -75,6 +76,30 @@ def mark(n):
 @app.task(name="e2e.boom", retries=0)
 def boom():
     raise ValueError("boom")
+
+
+@app.task(name="e2e.exclusive", mutex="e2e-{group}")
+def exclusive(group, n, seconds):
+    _mark(f"span-{group}", f"start {time.time()!r} {n} {os.getpid()}")
+    time.sleep(seconds if duly.current_job().attempt == 1 else 0.1)
+    _mark(f"span-{group}", f"end {time.time()!r} {n} {os.getpid()}")
+    return n
+
+
+@app.watch(name="e2e.watch")
+def watch(n, checks, pause):
+    _mark(f"watch-{n}", f"{duly.current_job().attempt} {os.getpid()}")
+    with open(os.path.join(MARKS, f"watch-{n}")) as marks:
+        runs = len(marks.read().splitlines())
+    if runs == 2 and duly.current_job().attempt == 1:
+        time.sleep(pause)  # the second check hangs (its worker gets killed)
+    return timedelta(seconds=0.1) if runs < checks else None
+
+
+@app.task(name="e2e.limited", rate_limit="10/s")
+async def limited(n):
+    _mark("rate", f"{time.time()!r} {n} {os.getpid()}")
+    return n
 '''
 
 

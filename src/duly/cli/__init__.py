@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from duly.cli.common import cli
 from duly.cli.demo import demo
-from duly.cli.inspect import cancel, jobs, migrate, queues, retry, stats, status, workers
+from duly.cli.inspect import (
+    cancel,
+    jobs,
+    migrate,
+    queues,
+    retry,
+    stats,
+    status,
+    watches,
+    workers,
+)
 from duly.cli.worker import scheduler, worker
 
 __all__ = ["cli", "main"]
@@ -19,6 +29,7 @@ for command in (
     stats,
     queues,
     workers,
+    watches,
     migrate,
     demo,
 ):

@@ -1,4 +1,4 @@
-"""``duly status | jobs | retry | cancel | stats | queues | workers``."""
+"""``duly status | jobs | retry | cancel | stats | queues | workers | watches``."""
 
 from __future__ import annotations
 
@@ -14,8 +14,19 @@ from rich.table import Table
 from duly.cli.common import app_options, echo_json, fail, load_app, translate_errors
 from duly.job import JobInfo
 from duly.records import STATUSES
+from duly.watch import Watch
 
-__all__ = ["cancel", "jobs", "migrate", "queues", "retry", "stats", "status", "workers"]
+__all__ = [
+    "cancel",
+    "jobs",
+    "migrate",
+    "queues",
+    "retry",
+    "stats",
+    "status",
+    "watches",
+    "workers",
+]
 
 #: The keys of ``duly status --json`` (pinned by PRODUCT §0).
 STATUS_KEYS = (
@@ -149,6 +160,8 @@ def _act(action: str, job_id: str, app_path: str | None, url: str | None) -> Non
     assert info is not None
     done = app.retry(job_id) if action == "retry" else app.cancel(job_id)
     if not done:
+        if action == "retry" and info.status in ("failed", "cancelled"):
+            fail(f"cannot retry job {job_id}: another active job holds its unique key")
         allowed = "failed or cancelled" if action == "retry" else "not finished"
         fail(f"cannot {action} job {job_id}: it is {info.status} (must be {allowed})")
     click.echo(f"{'re-queued' if action == 'retry' else 'cancelled'} {job_id}")
@@ -276,3 +289,59 @@ def migrate(app_path: str | None, url: str | None) -> None:
         click.echo("applied migrations " + ", ".join(f"{v:04d}" for v in versions))
     else:
         click.echo("schema is up to date")
+
+
+_WATCH_STYLE = {
+    "watching": "cyan",
+    "done": "green",
+    "ended": "yellow",
+    "stopped": "magenta",
+    "failed": "red",
+}
+
+
+@click.command()
+@click.option("--watch", "watch_name", default=None, help="Only this watch (its task name).")
+@click.option("--active", is_flag=True, help="Watches still watching (default: ended ones).")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@app_options
+@translate_errors
+def watches(
+    watch_name: str | None,
+    active: bool,
+    limit: int,
+    as_json: bool,
+    app_path: str | None,
+    url: str | None,
+) -> None:
+    """Watch history (ended watches with their reason), or --active ones, newest first."""
+    app = load_app(app_path, url)
+    if watch_name is None and not any(isinstance(t, Watch) for t in app.tasks.values()):
+        fail("no watches known: give --app MODULE:APP (whose watches to list) or --watch NAME", 2)
+    found = app.watch_history(watch_name, active=active, limit=limit)
+    if as_json:
+        echo_json([row.to_dict() for row in found])
+        return
+    table = Table(box=None)
+    for name in ("watch", "arguments", "state", "checks", "started", "ended", "next check"):
+        table.add_column(name, no_wrap=True)
+    table.add_column("reason")
+    for row in found:
+        arguments = ", ".join(
+            [*map(repr, row.args), *(f"{k}={v!r}" for k, v in row.kwargs.items())]
+        )
+        style = _WATCH_STYLE.get(row.state, "white")
+        table.add_row(
+            row.watch,
+            arguments,
+            f"[{style}]{row.state}[/]",
+            str(row.checks),
+            _when(row.started_at),
+            _when(row.ended_at),
+            _when(row.next_check),
+            row.reason or "",
+        )
+    Console().print(table)
+    if not found:
+        click.echo("no active watches" if active else "no ended watches")

@@ -37,7 +37,8 @@ def _use_fast_loop() -> None:
     "-q",
     default="default",
     show_default=True,
-    help="Comma-separated queues, tried in order (earlier first).",
+    help="Comma-separated queues, tried in order (earlier first); 'a:3,b:1' weighs them "
+    "instead (each claim tries them in a random order drawn by weight: no queue starves).",
 )
 @click.option(
     "--concurrency",

@@ -178,6 +178,7 @@ class Scheduler:
 
     def _job(self, schedule: Schedule, tick: float, now: float) -> NewJob:
         task = self.app.tasks[schedule.task]
+        limits = task.config.limits  # mutex= etc. apply to tick jobs as to enqueued ones
         return NewJob(
             id=tick_job_id(schedule.task, tick),
             task=schedule.task,
@@ -188,6 +189,7 @@ class Scheduler:
             priority=task.config.priority,
             enqueued_at=now,
             scheduled_for=tick,
+            **({} if limits is None else limits.job_fields((), {}, now)),
         )
 
 

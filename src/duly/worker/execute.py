@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from duly.context import JobContext, _current
-from duly.errors import JobTimeout, Retry, TaskNotFound
+from duly.errors import JobTimeout, Retry, TaskNotFound, Throttled
 from duly.records import JobRecord, Outcome
 from duly.serialization import decode, decode_payload, encode, encode_result
+from duly.watch import Watch, check_outcome
 
 if TYPE_CHECKING:
     from duly.app import App
@@ -59,7 +60,9 @@ def failure_outcome(
     errors = _append_error(record, error_entry(exc, record.attempts, now))
     if task is not None:
         config = task.config
-        if isinstance(exc, config.retry_on) and record.attempts < record.max_attempts:
+        # A watch's check over its timeout is a guard: it ends the watch, it is not retried.
+        retryable = not (isinstance(task, Watch) and isinstance(exc, JobTimeout))
+        if retryable and isinstance(exc, config.retry_on) and record.attempts < record.max_attempts:
             run_at = now + config.backoff.delay(record.attempts)
             return Outcome(record.id, "retry", errors=errors, run_at=run_at)
         keep = config.failed_retention
@@ -79,6 +82,8 @@ class Execution:
     abandoned: bool = False
     #: Set when a graceful stop hands the job back instead of finishing it.
     handed_back: bool = False
+    #: Set when the job is deferred without running to an outcome (rate limit, ``Throttled``).
+    deferred: bool = False
 
     async def run(self, app: App, threads: ThreadRunner) -> tuple[Outcome, BaseException | None]:
         """Run the job; the outcome to report and, for a final failure, the error."""
@@ -117,10 +122,19 @@ class Execution:
             else:
                 ctx = contextvars.copy_context()
                 value = await threads.run(lambda: task.fn(*args, **kwargs), ctx, timeout)
+            if isinstance(task, Watch):
+                now = app.clock.now()
+                return check_outcome(
+                    task.watch, record, value, now, self._expire_at(app, task)
+                ), None
             result = encode_result(task.name, value)
         except Retry as retry:
             now = app.clock.now()
             return Outcome(record.id, "release", run_at=now + retry.after), None
+        except Throttled as throttled:
+            self.deferred = True
+            now = app.clock.now()
+            return Outcome(record.id, "release", run_at=now + throttled.retry_after), None
         except asyncio.CancelledError:
             raise
         except TimeoutError as timed_out:
@@ -134,10 +148,14 @@ class Execution:
             return self._failed(app, task, error)
         finally:
             _current.reset(token)
-        expire = task.config.retention
-        now = app.clock.now()
-        expire_at = now + (app.retention if expire is None else expire)
-        return Outcome(record.id, "succeeded", result=result, expire_at=expire_at), None
+        return Outcome(
+            record.id, "succeeded", result=result, expire_at=self._expire_at(app, task)
+        ), None
+
+    @staticmethod
+    def _expire_at(app: App, task: Task[Any, Any]) -> float:
+        keep = task.config.retention
+        return app.clock.now() + (app.retention if keep is None else keep)
 
     def _failed(
         self, app: App, task: Task[Any, Any], exc: BaseException

@@ -2,8 +2,10 @@
 
 One asyncio loop per process runs five cooperating loops:
 
-- **fetch**: claim up to the free capacity in one round trip; when nothing is claimable, wait
-  for the backend's wake-up (or a short poll);
+- **fetch**: claim up to the free capacity in one round trip; jobs of rate-limited tasks then
+  reserve their slots in one more round trip, and those whose slot starts later are handed
+  back to start then; when nothing is claimable, wait for the backend's wake-up (or a short
+  poll);
 - **run**: each claimed job runs as an asyncio task (``async def``) or on the bounded
   ``ThreadRunner`` (``def``), with its timeout;
 - **ack**: finished runs' outcomes are reported in batches, one round trip per batch;
@@ -34,8 +36,9 @@ from typing import TYPE_CHECKING, Any
 from duly.errors import BackendUnavailable, ConfigurationError, DulyError
 from duly.ids import new_id
 from duly.job import JobInfo
-from duly.records import JobRecord, Outcome
+from duly.records import JobRecord, Outcome, RateRequest
 from duly.scheduler import Scheduler
+from duly.serialization import decode_payload
 from duly.task import check_queue
 from duly.worker.execute import Execution, failure_outcome
 from duly.worker.threads import ThreadRunner
@@ -53,22 +56,57 @@ PROMOTE_INTERVAL = 0.25
 PURGE_INTERVAL = 30.0
 SCHEDULER_INTERVAL = 0.5
 _BATCH_LIMIT = 1000
+#: A rate slot starting this close to now is taken as "now" (clock jitter between processes).
+_RATE_SLACK = 0.005
+
+
+def _parse_queues(specs: Sequence[str]) -> tuple[list[str], list[float] | None]:
+    """Queue names, and their weights if any spec is ``"name:weight"`` (others weigh 1)."""
+    names: list[str] = []
+    weights: list[float] = []
+    for spec in specs:
+        if not isinstance(spec, str):
+            check_queue(spec)  # raises the clear error for a non-string name
+        name, _, weight = spec.partition(":")
+        names.append(check_queue(name.strip()))
+        try:
+            value = float(weight) if weight else 1.0
+        except ValueError:
+            value = 0.0
+        if not value > 0:
+            raise ConfigurationError(f"queue weight in {spec!r} must be a number > 0")
+        weights.append(value)
+    if len(set(names)) != len(names):
+        raise ConfigurationError(f"a queue is listed twice in {list(specs)!r}")
+    weighted = any(":" in spec for spec in specs)
+    return names, weights if weighted else None
 
 
 class WorkerStats:
     """What this worker did, for progress displays and tests."""
 
-    __slots__ = ("claimed", "failed", "handed_back", "lost", "recovered", "retried", "succeeded")
+    __slots__ = (
+        "claimed",
+        "deferred",
+        "failed",
+        "handed_back",
+        "lost",
+        "recovered",
+        "retried",
+        "succeeded",
+    )
 
     def __init__(self) -> None:
         self.claimed = self.succeeded = self.failed = self.retried = 0
-        self.handed_back = self.recovered = self.lost = 0
+        self.handed_back = self.recovered = self.lost = self.deferred = 0
 
 
 class Worker:
     """Runs an App's jobs. ``await Worker(app).run()``; ``stop()`` from anywhere to end it.
 
-    ``queues`` are tried in order (earlier first); ``concurrency`` jobs run at once; ``lease``
+    ``queues`` are tried in order (earlier first), or, written ``"name:weight"``, in a weighted
+    random order drawn for each claim, so every queue gets its share and none starves (see
+    ``docs/guide.md``, "Priorities and queues"); ``concurrency`` jobs run at once; ``lease``
     is how long a job may go without a heartbeat before another process recovers it (>= 2 s);
     ``grace`` is how long a graceful stop waits for running jobs; ``burst`` stops the worker
     once no job is queued, due or running here (jobs due later are left for later);
@@ -96,7 +134,7 @@ class Worker:
         if grace < 0 or poll <= 0:
             raise ConfigurationError("grace must be >= 0 and poll > 0")
         self.app = app
-        self.queues = [check_queue(q) for q in (queues or ["default"])]
+        self.queues, self._weights = _parse_queues(queues or ["default"])
         self.concurrency = concurrency
         self.lease = float(lease)
         self.grace = float(grace)
@@ -243,7 +281,7 @@ class Worker:
             now = self.app.clock.now()
             try:
                 records = await self._backend.claim(
-                    self.id, self.queues, min(free, _BATCH_LIMIT), now, now + self.lease
+                    self.id, self._claim_order(), min(free, _BATCH_LIMIT), now, now + self.lease
                 )
                 backoff = 0.1
             except BackendUnavailable as exc:
@@ -255,17 +293,28 @@ class Worker:
                 await self._promote()  # a last look, so no due job is left behind
                 now = self.app.clock.now()
                 records = await self._backend.claim(
-                    self.id, self.queues, min(free, _BATCH_LIMIT), now, now + self.lease
+                    self.id, self._claim_order(), min(free, _BATCH_LIMIT), now, now + self.lease
                 )
                 if not records and self._idle():
                     return
             if records:
-                for record in records:
+                for record in await self._admit(records):
                     self._start(record)
                 continue
             await self._wait_any(
                 self._backend.wait_for_work(self.queues, self._poll_timeout()), None
             )
+
+    def _claim_order(self) -> list[str]:
+        """The order to try the queues in for one claim: as given, or weighted at random (a
+        queue of weight w comes first with probability w / total; Efraimidis-Spirakis)."""
+        if self._weights is None:
+            return self.queues
+        keyed = [
+            (random.random() ** (1.0 / w), q)
+            for q, w in zip(self.queues, self._weights, strict=True)
+        ]
+        return [q for _, q in sorted(keyed, reverse=True)]
 
     def _poll_timeout(self) -> float:
         if self.burst:
@@ -297,6 +346,64 @@ class Worker:
             elif exc is not None:
                 raise exc
 
+    # -- rate limits -----------------------------------------------------------------------
+    def _rate_request(self, record: JobRecord, not_before: float = 0.0) -> RateRequest | None:
+        """The slot this job must reserve before it runs, or None (no limit, slot held)."""
+        task = self.app.tasks.get(record.task)
+        limits = None if task is None else task.config.limits
+        if limits is None or limits.rate is None:
+            return None
+        if record.rate_slot is not None and not not_before:
+            return None  # deferred to a slot it reserved earlier: that slot is now
+        try:
+            args, kwargs = decode_payload(record.payload)
+            return limits.rate_request(tuple(args), kwargs, not_before)
+        except (ValueError, TypeError):
+            return None  # the run itself reports the bad payload
+
+    async def _admit(self, records: list[JobRecord]) -> list[JobRecord]:
+        """The claimed jobs that may start now. Jobs of rate-limited tasks reserve a slot of
+        their limit (one round trip for the batch); a job whose slot starts later is handed
+        back to start then, holding that slot, without charging an attempt."""
+        assert self._backend is not None
+        asking = [(r, q) for r in records if (q := self._rate_request(r)) is not None]
+        if not asking:
+            return records
+        now = self.app.clock.now()
+        starts: list[float | None]
+        try:
+            starts = [*await self._backend.reserve_rate([q for _, q in asking], now)]
+        except BackendUnavailable as exc:
+            log.warning("rate limit: backend unavailable (%s); deferring %d jobs", exc, len(asking))
+            starts = [None] * len(asking)  # no slot known: try again in a second
+        later = set()
+        for (record, _), start in zip(asking, starts, strict=True):
+            if start is None or start > now + _RATE_SLACK:
+                later.add(record.id)
+                self._defer(record, now + 1.0 if start is None else start, start)
+        return [r for r in records if r.id not in later]
+
+    def _defer(self, record: JobRecord, run_at: float, rate_slot: float | None) -> None:
+        execution = Execution(record, self.id, deferred=True)
+        self.stats.deferred += 1
+        self._unacked[record.id] = execution
+        outcome = Outcome(record.id, "release", run_at=run_at, rate_slot=rate_slot)
+        self._outcomes.append((execution, outcome, None))
+        self._outcome_ready.set()
+
+    async def _throttled(self, execution: Execution, outcome: Outcome) -> Outcome:
+        """A job raised ``Throttled``: pause its whole rate key until then, and take the first
+        slot after the pause for this job."""
+        assert self._backend is not None and outcome.run_at is not None
+        request = self._rate_request(execution.record, not_before=outcome.run_at)
+        if request is None:
+            return outcome
+        try:
+            [start] = await self._backend.reserve_rate([request], self.app.clock.now())
+        except BackendUnavailable:
+            return outcome
+        return dataclasses.replace(outcome, run_at=start, rate_slot=start)
+
     # -- run -------------------------------------------------------------------------------
     def _start(self, record: JobRecord) -> None:
         self.stats.claimed += 1
@@ -324,6 +431,9 @@ class Worker:
             self._forget(job_id)
         if outcome is None or execution.abandoned:
             return
+        if execution.deferred and outcome.kind == "release":
+            self.stats.deferred += 1
+            outcome = await self._throttled(execution, outcome)
         self._unacked[job_id] = execution
         self._outcomes.append((execution, outcome, error))
         self._outcome_ready.set()
@@ -369,11 +479,13 @@ class Worker:
             del self._outcomes[: len(batch)]
             for (execution, outcome, error), ok in zip(batch, applied, strict=True):
                 self._unacked.pop(outcome.job_id, None)
-                self._count(outcome, ok)
+                self._count(execution, outcome, ok)
                 if ok and outcome.kind == "failed":
                     await self._report_failure(execution.record, outcome, error)
 
-    def _count(self, outcome: Outcome, applied: bool) -> None:
+    def _count(self, execution: Execution, outcome: Outcome, applied: bool) -> None:
+        if execution.deferred and applied:
+            return  # counted as deferred when it was deferred
         if not applied:
             self.stats.lost += 1
             log.warning(
@@ -381,7 +493,7 @@ class Worker:
                 "(recovered or cancelled)",
                 outcome.job_id,
             )
-        elif outcome.kind == "succeeded":
+        elif outcome.kind in ("succeeded", "again"):
             self.stats.succeeded += 1
         elif outcome.kind == "failed":
             self.stats.failed += 1
