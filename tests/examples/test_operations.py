@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
-import subprocess
-import sys
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-import duly
-
-ROOT = Path(__file__).resolve().parents[2]
+from example_driver import run_driver
 
 DRIVER = """
 import json
@@ -43,23 +34,6 @@ print(json.dumps({
 """
 
 
-def _url(backend: str, tmp_path: Path) -> str:
-    ns = f"t{uuid.uuid4().hex[:12]}"
-    if backend == "sqlite":
-        return f"sqlite:///{tmp_path}/ops.db"
-    if backend == "redis":
-        return f"redis://127.0.0.1:6379/0?namespace={ns}"
-    return f"postgresql://postgres@127.0.0.1:5432/test?namespace=t_{ns}"
-
-
-async def _drop(url: str) -> None:
-    app = duly.App(url)
-    try:
-        await (await app.backend()).drop()
-    finally:
-        await app.aclose()
-
-
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("backend", ["sqlite", "redis", "postgres"])
 def test_operations_example(
@@ -67,23 +41,7 @@ def test_operations_example(
 ) -> None:
     if backend != "sqlite":
         require_service(backend)
-    url = _url(backend, tmp_path)
-    env = {**os.environ, "DULY_URL": url, "PYTHONPATH": str(ROOT)}
-    try:
-        out = subprocess.run(
-            [sys.executable, "-c", DRIVER],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=80,
-            check=False,
-        )
-    finally:
-        if backend != "sqlite":
-            asyncio.run(_drop(url))
-    assert out.returncode == 0, out.stderr
-    data = json.loads(out.stdout.strip().splitlines()[-1])
+    data = run_driver(DRIVER, backend, tmp_path)
     ids = data["ids"]
     assert data["before"]["status"] == "QUEUED"
     statuses = [s["status"] for s in data["status"]]
