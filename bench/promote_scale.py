@@ -2,6 +2,10 @@
 
     python -m bench.promote_scale [--pending 1000000] [--due 1000] [--rounds 15]
                                   [--backends sqlite,redis,postgres] [--budget 360]
+                                  [--entries jobs|watches]
+
+``--entries watches`` makes every pending entry a watch as ``@app.watch`` stores it (a
+scheduled job with a unique key and a key-index entry), to report bytes per pending watch.
 
 For each backend, in a namespace of its own that is removed at the end (SQLite: a temp file;
 Redis: namespace ``bench_ps_<hex>`` on ``--redis`` (127.0.0.1:6379 db 0), deleted with
@@ -47,6 +51,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -79,7 +84,28 @@ REDIS_SAMPLE = 2000
 DASH = "\u2013"
 
 
+#: ``--entries watches``: pending entries are watches (``@app.watch`` jobs: a unique key and a
+#: key index entry per (watch, arguments)), not plain delayed jobs.
+ENTRIES = {"kind": "jobs"}
+_watch_numbers = itertools.count()
+
+
 def _job(enqueued_at: float, scheduled_for: float) -> NewJob:
+    if ENTRIES["kind"] == "watches":
+        n = next(_watch_numbers)
+        identity = f'bench.order_unshipped:{{"order_id":{n}}}'
+        return NewJob(
+            id=new_id(),
+            task="bench.order_unshipped",
+            queue=QUEUE,
+            payload=b'{"args":[],"kwargs":{"order_id":%d}}' % n,
+            max_attempts=4,
+            key=identity,
+            priority=0,
+            enqueued_at=enqueued_at,
+            scheduled_for=scheduled_for,
+            unique_key=identity,
+        )
     return NewJob(
         id=new_id(),
         task=TASK,
@@ -501,6 +527,12 @@ async def amain(args: argparse.Namespace) -> list[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pending", type=int, default=1_000_000)
+    parser.add_argument(
+        "--entries",
+        choices=("jobs", "watches"),
+        default="jobs",
+        help="pending delayed jobs, or pending watches (unique key + key index each)",
+    )
     parser.add_argument("--due", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=15, help="timed rounds per state (>= 5)")
     parser.add_argument("--backends", default="sqlite,redis,postgres")
@@ -510,6 +542,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis", default=os.environ.get("BENCH_PS_REDIS", DEFAULT_REDIS))
     parser.add_argument("--pg", default=os.environ.get("BENCH_PS_PG", DEFAULT_PG))
     args = parser.parse_args(argv)
+    ENTRIES["kind"] = args.entries
     args.backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     unknown = [b for b in args.backends if b not in TARGETS]
     if unknown:
@@ -523,6 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "argv": sys.argv[1:] if argv is None else argv,
         "pending": args.pending,
+        "entries": args.entries,
         "due": args.due,
         "rounds": args.rounds,
         "limit": LIMIT,
@@ -533,9 +567,10 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    results_file = RESULTS.with_stem(f"{RESULTS.stem}_{args.entries}")
+    results_file.write_text(json.dumps(report, indent=2) + "\n")
     print(render(results, args))
-    print(f"\nraw: {RESULTS}")
+    print(f"\nraw: {results_file}")
     return 1 if any("error" in r for r in results) else 0
 
 
