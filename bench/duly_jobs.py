@@ -25,11 +25,7 @@ def _redis() -> Any:
     if _client is None:
         import redis.asyncio
 
-        _client = redis.asyncio.Redis(
-            connection_pool=redis.asyncio.BlockingConnectionPool.from_url(
-                BENCH_REDIS, max_connections=50
-            )
-        )
+        _client = redis.asyncio.Redis.from_url(BENCH_REDIS)
     return _client
 
 

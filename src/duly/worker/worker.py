@@ -277,6 +277,9 @@ class Worker:
             if free <= 0:
                 self._slot_freed.clear()
                 await self._wait_any(self._slot_freed.wait(), None)
+                # Jobs finishing together free their slots within a few loop iterations:
+                # let them, so one claim fills several slots instead of one claim per slot.
+                await asyncio.sleep(0)
                 continue
             now = self.app.clock.now()
             try:
@@ -449,6 +452,7 @@ class Worker:
     async def _ack_loop(self) -> None:
         while True:
             await self._outcome_ready.wait()
+            await asyncio.sleep(0)  # outcomes of jobs ending together go in one report
             self._outcome_ready.clear()
             await self._flush_outcomes()
             if self._closing and (not self._outcomes or time.monotonic() > self._close_deadline):
