@@ -174,6 +174,7 @@ class ConcurrencyMachine(RuleBasedStateMachine):
         model.retakes = model.holding and not expired
         if model.holding and expired:
             model.hold_ended = "expired"
+            event("DEBUG finished after hold expiry")
         model.holding = False
         model.status, model.due = status, None
         self.end_run(model)
@@ -450,10 +451,12 @@ class ConcurrencyMachine(RuleBasedStateMachine):
             self.finished(model, "cancelled")
 
     @precondition(lambda self: bool(self.ids("failed", "cancelled")))
-    @rule(data=st.data())
+    @rule(data=st.data(), keyed=st.booleans())
     @step
-    def retry(self, data: st.DataObject) -> None:
-        job_id = data.draw(st.sampled_from(self.ids("failed", "cancelled")), label="job")
+    def retry(self, data: st.DataObject, keyed: bool) -> None:
+        ended = self.ids("failed", "cancelled")
+        with_key = [i for i in ended if self.jobs[i].unique_key is not None]
+        job_id = data.draw(st.sampled_from((keyed and with_key) or ended), label="job")
         model = self.jobs[job_id]
         holder = None
         if model.retakes:

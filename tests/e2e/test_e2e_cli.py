@@ -3,6 +3,7 @@ workers and demo, each in a real subprocess."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import socket
@@ -182,7 +183,18 @@ def test_cli_backend_down_is_one_line(kind: str, tmp_path: Path) -> None:
 def test_cli_help_lists_every_command(tmp_path: Path) -> None:
     done = E2E.run_cli(tmp_path, "--help")
     assert done.returncode == 0
-    for command in ("worker", "status", "jobs", "retry", "cancel", "stats", "queues", "demo"):
+    for command in (
+        "worker",
+        "status",
+        "jobs",
+        "retry",
+        "cancel",
+        "stats",
+        "queues",
+        "demo",
+        "watches",
+        "bench",
+    ):
         assert re.search(rf"^\s+{command}\b", done.stdout, re.MULTILINE), command
     done = E2E.run_cli(tmp_path, "worker", "--help")
     assert done.returncode == 0
@@ -219,3 +231,35 @@ def test_demo(kind: str, tmp_path: Path) -> None:
     finally:
         if kind != "sqlite":
             harness.drop()
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_bench_measures_and_cleans_up(kind: str, tmp_path: Path) -> None:
+    require_service(kind)
+    url = {
+        "sqlite": f"sqlite:///{tmp_path}/bench.db",
+        "redis": "redis://127.0.0.1:6379/0",
+        "postgres": "postgresql://postgres@127.0.0.1:5432/test",
+    }[kind]
+    done = E2E.run_cli(
+        tmp_path, "bench", "--url", url, "--jobs", "300", "--samples", "10", "--json", timeout=80
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    for measure in ("enqueue_per_s", "bulk_per_s", "drain_per_s"):
+        assert result[measure] > 0, result
+    assert 0 < result["latency_p50_ms"] <= result["latency_p99_ms"]
+    namespace = result["namespace"]
+    assert namespace.startswith("duly_bench_")
+    app = duly.App(url, namespace=namespace)
+    try:
+        assert app.jobs(limit=10) == []  # the namespace was dropped
+    finally:  # looking recreated it (a PostgreSQL schema): drop it again
+
+        async def drop() -> None:
+            await (await app.backend()).drop()
+            await app.aclose()
+
+        asyncio.run(drop())
+        app.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from duly.cli.bench import bench
 from duly.cli.common import cli
 from duly.cli.demo import demo
 from duly.cli.inspect import (
@@ -32,6 +33,7 @@ for command in (
     watches,
     migrate,
     demo,
+    bench,
 ):
     cli.add_command(command)
 
