@@ -26,7 +26,7 @@ __all__ = [
 #: How long a statement waits for another process's write lock before giving up.
 BUSY_TIMEOUT_MS: Final = 10_000
 #: How often a waiting worker asks SQLite whether another connection committed.
-POLL_INTERVAL: Final = 0.02
+POLL_INTERVAL: Final = 0.005
 
 # Primary result codes that mean "the database cannot be used right now" rather than a bug.
 _UNAVAILABLE_CODES: Final = frozenset(
