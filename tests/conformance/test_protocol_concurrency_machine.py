@@ -105,6 +105,7 @@ def step(function: F) -> F:
     @functools.wraps(function)
     def wrapper(self: ConcurrencyMachine, *args: Any, **kwargs: Any) -> Any:
         self.clean = False
+        event("DEBUG rule " + function.__name__)
         return function(self, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]

@@ -65,8 +65,8 @@ class Supervisor:
             now = time.monotonic()
             for slot, (child, started) in list(self._children.items()):
                 code = child.poll()
-                if code is None or slot in restart_at:
-                    continue
+                if code is None or slot in restart_at or self._stopping:
+                    continue  # (a child that exits because we are stopping is not a crash)
                 ran = now - started
                 delay = (
                     0.5
