@@ -170,6 +170,16 @@ async def test_retry_retakes_the_unique_key_or_refuses(backend: Backend) -> None
     assert await status(backend, holder.id) == "cancelled"
 
 
+async def test_retry_of_a_job_whose_hold_expired_takes_no_key(backend: Backend) -> None:
+    old = unique_job(expires=T0 + 2)
+    await enqueue(backend, old)
+    assert await backend.cancel(old.id, T0 + 4, T0 + 999)  # after its hold expired
+    holder = unique_job(at=T0 + 5)
+    assert (await backend.enqueue([holder]))[0].deduplicated is False
+    assert await backend.retry(old.id, T0 + 6) is True  # it holds nothing to be refused for
+    assert (await backend.enqueue([unique_job(at=T0 + 7)]))[0].id == holder.id
+
+
 async def test_hundred_concurrent_enqueues_store_one_job(
     backend: Backend, make_backend: BackendFactory
 ) -> None:

@@ -1,19 +1,22 @@
 """A random walk through unique holds and gates on every backend, checked against a model.
 
 Hypothesis enqueues jobs (plain, with a unique key from a small set held until "start" or
-"finish" and sometimes expiring, with a gate of limit 1 or 2, several at once), claims them (two
-workers, various limits, one queue or both), finishes them with every outcome kind, lets leases
-lapse and recovers, cancels (scheduled, queued, parked, running), promotes due jobs and retries
-failed or cancelled ones. Every ``now`` is explicit (never a sleep).
+"finish" and sometimes expiring, with a gate of limit 1 or 2, several in one batch), claims them
+(two workers, various limits, one queue or both), finishes them with every outcome kind (also
+late, or by the wrong worker), lets leases lapse and recovers, cancels (scheduled, queued,
+parked, running), promotes due jobs and retries failed or cancelled ones. Every ``now`` is
+explicit (never a sleep).
 
-After every step the backend must agree with the model on what the spec makes exact: every
-job stored in exactly its modelled state (parked jobs are ``queued``, never charged an attempt),
-no gate with more running jobs than its limit. An enqueue of a held key returns the one holder
-(deduplicated, nothing stored); any other enqueue stores its job. Which jobs a claim takes is
-left open (parking may stop it short): it takes only queued jobs, the best of a queue first, at
-least one while a plain job waits. Liveness: after claiming until a claim returns nothing, a
-gate with a free slot has no queued job left (none stranded parked); and at the end every active
-job is driven to ``succeeded`` (teardown), after which every unique key is free.
+After every step the backend must agree with the model where the spec is exact: every job
+stored, in exactly its modelled state (parked jobs are listed and counted as ``queued``, never
+charged an attempt), and no gate with more running jobs than its limit. An enqueue of a key
+whose active holder still holds it returns that holder (deduplicated, nothing stored); any
+other enqueue stores its job. An operator retry takes the key back only if the hold lasted
+until the job finished, and is refused only then, while another job holds the key. Which jobs
+a claim takes is left open (parking may stop it short): only queued ones, a queue's best first,
+at least one while a plain job waits. Liveness: once claims take nothing, a gate with a free
+slot has no queued job left (none stranded parked); and at teardown every failed or cancelled
+job is retried and every job is run to ``succeeded``, after which every unique key is free.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import pytest
 from contract import T0, BackendFactory, approx, new_job
-from hypothesis import HealthCheck, event, settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -64,16 +67,20 @@ class Spec(NamedTuple):
     gate: str | None
 
 
-specs = st.builds(
-    Spec,
-    queue=st.sampled_from(QUEUES),
-    priority=st.integers(0, 1),
-    delay=st.sampled_from([0.0, 0.0, 0.0, 5.0]),
-    unique_key=st.sampled_from([None, "k1", "k1", "k2"]),
-    until=st.sampled_from(["finish", "start"]),
-    hold_for=st.sampled_from([None, 2.0, 20.0]),
-    gate=st.sampled_from([None, *GATES]),
-)
+def specs(
+    unique_keys: list[str | None] | None = None, gates: list[str | None] | None = None
+) -> st.SearchStrategy[Spec]:
+    """Jobs to enqueue: any kind, or only with a unique key / a gate from the lists given."""
+    return st.builds(
+        Spec,
+        queue=st.sampled_from(QUEUES),
+        priority=st.integers(0, 1),
+        delay=st.sampled_from([0.0, 0.0, 0.0, 5.0]),
+        unique_key=st.sampled_from(unique_keys or [None, *UNIQUE_KEYS]),
+        until=st.sampled_from(["finish", "start"]),
+        hold_for=st.sampled_from([None, 2.0, 20.0]),
+        gate=st.sampled_from(gates or [None, *GATES]),
+    )
 
 
 @dataclass
@@ -90,7 +97,7 @@ class Model:
     hold_expires: float | None
     holding: bool = False  # holds its unique key (while the hold has not expired)
     retakes: bool = False  # finished while holding: an operator retry takes the key again
-    hold_ended: str | None = None  # why it stopped holding before it finished (for events)
+    hold_ended: str | None = None  # why it stopped holding before it finished (messages)
     attempts: int = 0
     lost: int = 0
     worker: str | None = None
@@ -105,7 +112,6 @@ def step(function: F) -> F:
     @functools.wraps(function)
     def wrapper(self: ConcurrencyMachine, *args: Any, **kwargs: Any) -> Any:
         self.clean = False
-        event("DEBUG rule " + function.__name__)
         return function(self, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
@@ -175,10 +181,13 @@ class ConcurrencyMachine(RuleBasedStateMachine):
         model.retakes = model.holding and not expired
         if model.holding and expired:
             model.hold_ended = "expired"
-            event("DEBUG finished after hold expiry")
         model.holding = False
         model.status, model.due = status, None
         self.end_run(model)
+
+    def ended_with_key(self) -> list[str]:
+        """Failed or cancelled jobs enqueued with a unique key (what an operator retry tests)."""
+        return [i for i in self.ids("failed", "cancelled") if self.jobs[i].unique_key is not None]
 
     def running(self, gate: str) -> list[str]:
         return [i for i, m in self.jobs.items() if m.status == "running" and m.gate == gate]
@@ -212,7 +221,6 @@ class ConcurrencyMachine(RuleBasedStateMachine):
                     f"job {n} of the batch: key {key} is held by {self.jobs[holder].name}, "
                     f"got {self.describe([result.id])} deduplicated={result.deduplicated}"
                 )
-                event("enqueue: deduplicated to the holder")
                 continue
             assert (result.id, result.deduplicated) == (new.id, False), (
                 f"job {n} of the batch (key {key}, no active holder per the model) was "
@@ -231,9 +239,6 @@ class ConcurrencyMachine(RuleBasedStateMachine):
                 due=new.scheduled_for if delayed else None,
             )
             if key is not None:
-                previous = self.owner.get(key)
-                if previous is not None and self.jobs[previous].holding:
-                    event("enqueue: took over an expired hold")
                 self.take_key(new.id)
 
     def claim_once(self, worker: str, queues: list[str], limit: int) -> list[str]:
@@ -273,8 +278,6 @@ class ConcurrencyMachine(RuleBasedStateMachine):
             if model.until == "start" and model.holding:
                 model.holding = False  # the hold ends when the job first starts
                 model.hold_ended = "started"
-        if any(self.jobs[i].gate and self.running(str(self.jobs[i].gate)) for i in queued):
-            event("claim: met queued jobs of a busy gate")
         for gate, limit_of_gate in GATES.items():
             running = self.running(gate)
             assert len(running) <= limit_of_gate, (
@@ -295,8 +298,6 @@ class ConcurrencyMachine(RuleBasedStateMachine):
         for gate, limit in GATES.items():
             running = self.running(gate)
             waiting = [i for i in self.ids("queued") if self.jobs[i].gate == gate]
-            if waiting:
-                event(f"claimed all: gate {gate} full with jobs parked")
             assert len(running) == limit or not waiting, (
                 f"gate {gate} runs {self.describe(running)} of {limit} but "
                 f"{self.describe(waiting)} stay queued (stranded parked)"
@@ -350,21 +351,24 @@ class ConcurrencyMachine(RuleBasedStateMachine):
             self.jobs[job_id].status, self.jobs[job_id].due = "queued", None
 
     def drain(self) -> None:
-        """Run every active job to success: none may stay stranded (parked) on the way."""
-        active = self.ids(*ACTIVE_STATUSES)
-        for _ in range(len(self.jobs) + 5):
+        """Retry every failed or cancelled job and run every job to success: none may stay
+        stranded (parked) on the way, and a retry refused for a held key succeeds once the
+        holder is done."""
+        for _ in range(2 * len(self.jobs) + 10):
+            for job_id in self.ids("failed", "cancelled"):
+                self.retry_one(job_id)
             for job_id in self.ids("running"):
                 model = self.jobs[job_id]
                 assert model.worker is not None
                 assert self.finish_one(job_id, model.worker, "succeeded", 0.0)
-            self.now += 50.0  # past every due time
+            self.now += 50.0  # past every due time and hold
             self.promote_due()
             self.claim_until_empty()
             self.backend_agrees_with_the_model()
-            if not self.ids(*ACTIVE_STATUSES):
+            if all(m.status == "succeeded" for m in self.jobs.values()):
                 break
-        left = {self.jobs[i].name: self.jobs[i].status for i in active}
-        assert all(s == "succeeded" for s in left.values()), f"not driven to success: {left}"
+        left = {m.name: m.status for m in self.jobs.values() if m.status != "succeeded"}
+        assert not left, f"not driven to success: {left}"
         # Every hold ended with its job: each key is free again.
         self.enqueue_specs([Spec("a", 0, 0.0, key, "finish", None, None) for key in UNIQUE_KEYS])
         for key in UNIQUE_KEYS:
@@ -372,9 +376,19 @@ class ConcurrencyMachine(RuleBasedStateMachine):
         self.backend_agrees_with_the_model()
 
     # -- rules ---------------------------------------------------------------------------------
-    @rule(batch=st.lists(specs, min_size=1, max_size=3))
+    @rule(batch=st.lists(specs(), min_size=1, max_size=3))
     @step
     def enqueue(self, batch: list[Spec]) -> None:
+        self.enqueue_specs(batch)
+
+    @rule(batch=st.lists(specs(unique_keys=["k1", "k1", "k2"]), min_size=1, max_size=2))
+    @step
+    def enqueue_unique(self, batch: list[Spec]) -> None:
+        self.enqueue_specs(batch)
+
+    @rule(batch=st.lists(specs(gates=list(GATES)), min_size=1, max_size=3))
+    @step
+    def enqueue_gated(self, batch: list[Spec]) -> None:
         self.enqueue_specs(batch)
 
     @rule(
@@ -438,39 +452,48 @@ class ConcurrencyMachine(RuleBasedStateMachine):
     def promote(self) -> None:
         self.promote_due()
 
-    @precondition(lambda self: bool(self.jobs))
-    @rule(data=st.data(), active=st.sampled_from([True, True, True, False]))
-    @step
-    def cancel(self, data: st.DataObject, active: bool) -> None:
-        choices = (active and self.ids(*ACTIVE_STATUSES)) or self.ids()
-        job_id = data.draw(st.sampled_from(choices), label="job")
+    def cancel_one(self, job_id: str) -> None:
         model = self.jobs[job_id]
         done = self.run(self.backend.cancel(job_id, self.now, self.now + KEEP))
         assert done is (model.status in ACTIVE_STATUSES), f"cancel of {model}"
         if done:
-            event(f"cancel: {model.status}{' gated' if model.gate else ''}")
             self.finished(model, "cancelled")
 
-    @precondition(lambda self: bool(self.ids("failed", "cancelled")))
-    @rule(data=st.data(), keyed=st.booleans())
+    @precondition(lambda self: bool(self.jobs))
+    @rule(data=st.data())
     @step
-    def retry(self, data: st.DataObject, keyed: bool) -> None:
-        ended = self.ids("failed", "cancelled")
-        with_key = [i for i in ended if self.jobs[i].unique_key is not None]
-        job_id = data.draw(st.sampled_from((keyed and with_key) or ended), label="job")
+    def cancel(self, data: st.DataObject) -> None:
+        self.cancel_one(data.draw(st.sampled_from(self.ids()), label="job"))
+
+    @precondition(lambda self: bool(self.ids("scheduled", "queued", "retrying")))
+    @rule(data=st.data())
+    @step
+    def cancel_waiting(self, data: st.DataObject) -> None:
+        waiting = self.ids("scheduled", "queued", "retrying")  # queued includes parked
+        self.cancel_one(data.draw(st.sampled_from(waiting), label="job"))
+
+    @precondition(lambda self: bool(self.ids("running")))
+    @rule(data=st.data())
+    @step
+    def cancel_running(self, data: st.DataObject) -> None:
+        self.cancel_one(data.draw(st.sampled_from(self.ids("running")), label="job"))
+
+    def retry_one(self, job_id: str) -> None:
         model = self.jobs[job_id]
         holder = None
         if model.retakes:
             assert model.unique_key is not None
             holder = self.holder(model.unique_key, self.now)
-        elif model.unique_key is not None and self.holder(model.unique_key, self.now):
-            event(f"retry: key held by another job; this one's hold had ended: {model.hold_ended}")
+        if holder is not None:
+            why = f"it takes key {model.unique_key} again, held by {self.jobs[holder].name}"
+        elif model.retakes:
+            why = f"it takes key {model.unique_key} again, which no active job holds"
+        elif model.unique_key is not None:
+            why = f"it takes no key (its hold on {model.unique_key} ended: {model.hold_ended})"
+        else:
+            why = "it has no unique key"
         done = self.run(self.backend.retry(job_id, self.now))
-        assert done is (holder is None), (
-            f"retry of {model}: key holder per the model "
-            f"{None if holder is None else self.jobs[holder].name}"
-        )
-        event(f"retry: {'refused' if not done else 'retook key' if model.retakes else 'done'}")
+        assert done is (holder is None), f"retry of {model.name} gave {done}: {why}; {model}"
         if not done:
             return
         model.status, model.attempts, model.lost = "queued", 0, 0
@@ -478,6 +501,18 @@ class ConcurrencyMachine(RuleBasedStateMachine):
         if model.retakes:
             self.take_key(job_id)
             model.retakes, model.hold_ended = False, None
+
+    @precondition(lambda self: bool(self.ids("failed", "cancelled")))
+    @rule(data=st.data())
+    @step
+    def retry(self, data: st.DataObject) -> None:
+        self.retry_one(data.draw(st.sampled_from(self.ids("failed", "cancelled")), label="job"))
+
+    @precondition(lambda self: bool(self.ended_with_key()))
+    @rule(data=st.data())
+    @step
+    def retry_unique(self, data: st.DataObject) -> None:
+        self.retry_one(data.draw(st.sampled_from(self.ended_with_key()), label="job"))
 
     # -- invariants ----------------------------------------------------------------------------
     @invariant()

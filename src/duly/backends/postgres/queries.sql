@@ -503,6 +503,7 @@ UPDATE {schema}.jobs h
 SET unique_key = NULL
 FROM {schema}.jobs j
 WHERE j.id = %(id)s AND j.status IN ('failed', 'cancelled')
+  AND (j.unique_expires_at IS NULL OR j.unique_expires_at > j.finished_at)
   AND h.unique_key = j.unique_key AND h.id <> j.id
   AND h.status IN ('scheduled', 'queued', 'running', 'retrying')
   AND h.unique_expires_at <= %(now)s;
@@ -510,18 +511,22 @@ WHERE j.id = %(id)s AND j.status IN ('failed', 'cancelled')
 -- name: retry
 -- A failed or cancelled job becomes claimable now, with fresh attempts and its errors kept.
 -- Its unique key (if its hold lasted until it finished) is taken again, unless another active
--- job holds it: then nothing changes. (A holder committed after this statement's snapshot makes
--- the UPDATE fail on jobs_unique; the caller reports that as a refusal too.)
+-- job holds it: then nothing changes. A hold that had expired before the job finished is gone:
+-- the key is dropped and never refused. (A holder committed after this statement's snapshot
+-- makes the UPDATE fail on jobs_unique; the caller reports that as a refusal too.)
 -- Returns: retried (0 or 1), woken.
 WITH again AS (
     UPDATE {schema}.jobs j
     SET status = 'queued', attempts = 0, lost = 0, finished_at = NULL, result = NULL,
         expire_at = NULL, worker = NULL, lease_until = NULL, rate_slot = NULL,
-        position = %(now)s
+        position = %(now)s,
+        unique_key = CASE WHEN j.unique_expires_at <= j.finished_at THEN NULL
+                          ELSE j.unique_key END
     WHERE j.id = %(id)s AND j.status IN ('failed', 'cancelled')
       AND NOT EXISTS (
           SELECT 1 FROM {schema}.jobs h
           WHERE h.unique_key = j.unique_key AND h.id <> j.id
+            AND (j.unique_expires_at IS NULL OR j.unique_expires_at > j.finished_at)
             AND h.status IN ('scheduled', 'queued', 'running', 'retrying'))
     RETURNING j.queue
 )
