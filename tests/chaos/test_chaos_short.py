@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from services import require_service
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import os  # noqa: E402
 
 from chaos import harness, s1_kill_storm, s2_deploy, s6_poison  # noqa: E402
 
@@ -28,11 +28,7 @@ pytestmark = pytest.mark.timeout(90)
 
 @pytest.fixture(params=KINDS)
 def kind(request: pytest.FixtureRequest) -> str:
-    problem = harness.service_problem(request.param)
-    if problem is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{problem}; CI must provide this service", pytrace=False)
-        pytest.skip(problem)
+    require_service(request.param)
     return request.param
 
 

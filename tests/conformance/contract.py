@@ -13,6 +13,8 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from duly.backends.base import Backend
 from duly.ids import new_id
@@ -167,3 +169,46 @@ async def opened(backend: Backend) -> AsyncIterator[Backend]:
 async def in_own_thread(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run ``coroutine`` on a new event loop in a worker thread, like another process would."""
     return await asyncio.to_thread(asyncio.run, coroutine)
+
+
+class BackendMachine(RuleBasedStateMachine):
+    """A hypothesis state machine driving one fresh backend on its own event loop; each
+    example gets a new namespace, dropped at teardown. ``now`` starts at ``T0``."""
+
+    factory: BackendFactory  # set by ``run_machine``
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runner = asyncio.Runner()
+        self.backend: Backend = self.factory.fresh()
+        self.run(self.backend.open())
+        self.now = T0
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self.runner.run(coroutine)
+
+    def teardown(self) -> None:
+        try:
+            self.run(self.backend.drop())
+            self.run(self.backend.close())
+        finally:
+            self.runner.close()
+
+
+M = TypeVar("M", bound=BackendMachine)
+
+
+def run_machine(machine: type[M], factory: BackendFactory) -> type[M]:
+    """Run ``machine`` on ``factory``'s backend kind (25 examples of 30 steps, no deadline);
+    returns the class it ran, whose class attributes the machine may have counted in."""
+    bound = type(f"{machine.__name__}Here", (machine,), {"factory": factory})
+    run_state_machine_as_test(
+        bound,
+        settings=settings(
+            max_examples=25,
+            stateful_step_count=30,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
+    return bound

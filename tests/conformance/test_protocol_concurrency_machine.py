@@ -21,28 +21,22 @@ job is retried and every job is run to ``succeeded``, after which every unique k
 
 from __future__ import annotations
 
-import asyncio
 import functools
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, TypeVar
 
 import pytest
-from contract import T0, BackendFactory, approx, new_job
-from hypothesis import HealthCheck, settings
+from contract import BackendFactory, BackendMachine, approx, new_job, run_machine
 from hypothesis import strategies as st
 from hypothesis.stateful import (
-    RuleBasedStateMachine,
     invariant,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 
-from duly.backends.base import Backend
 from duly.records import ACTIVE_STATUSES, JobFilter, Outcome
 
-T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 LEASE = 10.0
@@ -117,22 +111,14 @@ def step(function: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class ConcurrencyMachine(RuleBasedStateMachine):
-    factory: BackendFactory  # set by the test before running
+class ConcurrencyMachine(BackendMachine):
     drains = 0  # teardowns that drove every job to its end (the test checks some did)
 
     def __init__(self) -> None:
         super().__init__()
-        self.runner = asyncio.Runner()
-        self.backend: Backend = self.factory.fresh()
-        self.run(self.backend.open())
-        self.now = T0
         self.jobs: dict[str, Model] = {}  # in enqueue order
         self.owner: dict[str, str] = {}  # unique key -> the job that last took it
         self.clean = False
-
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        return self.runner.run(coroutine)
 
     def teardown(self) -> None:
         try:
@@ -140,11 +126,7 @@ class ConcurrencyMachine(RuleBasedStateMachine):
                 self.drain()
                 type(self).drains += 1
         finally:
-            try:
-                self.run(self.backend.drop())
-                self.run(self.backend.close())
-            finally:
-                self.runner.close()
+            super().teardown()
 
     # -- the model -----------------------------------------------------------------------------
     def ids(self, *statuses: str) -> list[str]:
@@ -557,14 +539,5 @@ class ConcurrencyMachine(RuleBasedStateMachine):
 
 @pytest.mark.timeout(600)  # a passing run takes seconds; shrinking a failure takes longer
 def test_concurrency_state_machine(make_backend: BackendFactory) -> None:
-    machine = type("ConcurrencyMachineHere", (ConcurrencyMachine,), {"factory": make_backend})
-    run_state_machine_as_test(
-        machine,
-        settings=settings(
-            max_examples=25,
-            stateful_step_count=30,
-            deadline=None,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-        ),
-    )
+    machine = run_machine(ConcurrencyMachine, make_backend)
     assert machine.drains > 0, "no run reached the final drain"

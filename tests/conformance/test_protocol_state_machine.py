@@ -8,29 +8,21 @@ purged), one worker at most per running job, only legal statuses, only legal tra
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from contract import T0, BackendFactory, approx, new_job
-from hypothesis import HealthCheck, settings
+from contract import BackendFactory, BackendMachine, approx, new_job, run_machine
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
-    RuleBasedStateMachine,
     invariant,
     multiple,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 
-from duly.backends.base import Backend
 from duly.records import STATUSES, JobFilter, Outcome
-
-T = TypeVar("T")
 
 LEASE = 10.0
 MAX_LOST = 2
@@ -71,29 +63,13 @@ class Model:
     expire_at: float | None = None
 
 
-class JobStateMachine(RuleBasedStateMachine):
-    factory: BackendFactory  # set by the test before running
-
+class JobStateMachine(BackendMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.runner = asyncio.Runner()
-        self.backend: Backend = self.factory.fresh()
-        self.run(self.backend.open())
-        self.now = T0
         self.jobs: dict[str, Model] = {}
         self.seen: dict[str, str] = {}  # last status observed per id, for transition checks
 
     ids = Bundle("ids")
-
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        return self.runner.run(coroutine)
-
-    def teardown(self) -> None:
-        try:
-            self.run(self.backend.drop())
-            self.run(self.backend.close())
-        finally:
-            self.runner.close()
 
     def _runs_under(self, job_id: str, worker: str) -> bool:
         model = self.jobs[job_id]
@@ -299,13 +275,4 @@ class JobStateMachine(RuleBasedStateMachine):
 
 @pytest.mark.timeout(300)  # a passing run takes seconds; shrinking a failure takes longer
 def test_job_state_machine(make_backend: BackendFactory) -> None:
-    machine = type("JobStateMachineHere", (JobStateMachine,), {"factory": make_backend})
-    run_state_machine_as_test(
-        machine,
-        settings=settings(
-            max_examples=25,
-            stateful_step_count=30,
-            deadline=None,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-        ),
-    )
+    run_machine(JobStateMachine, make_backend)
