@@ -288,7 +288,8 @@ class App:
                 None if failed_retention is None else seconds(failed_retention, "failed_retention")
             ),
             priority=priority,
-            limits=limits if limits.unique or limits.gate or limits.rate else None,
+            limits=limits,
+            retry_timeouts=watch is None,  # a watch's check over its timeout ends the watch
         )
         existing = self.tasks.get(config.name)
         if existing is not None and existing.fn is not fn:

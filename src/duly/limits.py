@@ -159,8 +159,9 @@ class Limits:
         rate_limit: str | None = None,
         rate_key: str | None = None,
         key_by_unique: bool = False,
-    ) -> Limits:
-        """Validate a task's settings; ConfigurationError explains any mistake."""
+    ) -> Limits | None:
+        """Validate a task's settings (None if it has none); ConfigurationError explains any
+        mistake."""
         if unique_until not in ("start", "finish"):
             raise ConfigurationError(
                 f"unique_until must be 'start' or 'finish', not {unique_until!r}"
@@ -189,6 +190,8 @@ class Limits:
         unique_template = (
             None if unique is None or unique is False else KeyTemplate(unique, fn, "unique")
         )
+        if unique_template is None and gate is None and rate_limit is None:
+            return None
         return cls(
             task=task,
             unique=unique_template,

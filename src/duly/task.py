@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from duly.ids import new_id
 from duly.limits import Limits
-from duly.records import NewJob
+from duly.records import JobRecord, NewJob, Outcome
 from duly.retry import Backoff
-from duly.serialization import encode_payload
+from duly.serialization import encode_payload, encode_result
 
 if TYPE_CHECKING:
     from duly.app import App
@@ -73,6 +73,8 @@ class TaskConfig:
     failed_retention: float | None = None  # seconds a failed job is kept; None = the App's
     priority: int = 0
     limits: Limits | None = None  # unique / mutex / concurrency / rate limit (duly.limits)
+    #: False: a run over ``timeout`` fails at once (a watch's timeout guard), not retried.
+    retry_timeouts: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -263,6 +265,14 @@ class Task(_Enqueuer[P, R]):
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Any:
         """Run the function directly, in this process (no job)."""
         return self.fn(*args, **kwargs)
+
+    def success_outcome(
+        self, record: JobRecord, value: Any, now: float, expire_at: float
+    ) -> Outcome:
+        """The outcome of a run of ``record`` that returned ``value``: succeeded, storing it."""
+        return Outcome(
+            record.id, "succeeded", result=encode_result(self.name, value), expire_at=expire_at
+        )
 
     def options(
         self,

@@ -236,6 +236,12 @@ class Watch(Task[P, R]):
     def __repr__(self) -> str:
         return f"<Watch {self.name}>"
 
+    def success_outcome(
+        self, record: JobRecord, value: Any, now: float, expire_at: float
+    ) -> Outcome:
+        """A check returned the next time or None: run ``again`` then, or end the watch."""
+        return check_outcome(self.watch, record, value, now, expire_at)
+
     def options(  # type: ignore[override]
         self,
         *,

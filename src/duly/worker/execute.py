@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 from duly.context import JobContext, _current
 from duly.errors import JobTimeout, Retry, TaskNotFound, Throttled
 from duly.records import JobRecord, Outcome
-from duly.serialization import decode, decode_payload, encode, encode_result
-from duly.watch import Watch, check_outcome
+from duly.serialization import decode, decode_payload, encode
 
 if TYPE_CHECKING:
     from duly.app import App
@@ -60,8 +59,7 @@ def failure_outcome(
     errors = _append_error(record, error_entry(exc, record.attempts, now))
     if task is not None:
         config = task.config
-        # A watch's check over its timeout is a guard: it ends the watch, it is not retried.
-        retryable = not (isinstance(task, Watch) and isinstance(exc, JobTimeout))
+        retryable = config.retry_timeouts or not isinstance(exc, JobTimeout)
         if retryable and isinstance(exc, config.retry_on) and record.attempts < record.max_attempts:
             run_at = now + config.backoff.delay(record.attempts)
             return Outcome(record.id, "retry", errors=errors, run_at=run_at)
@@ -122,12 +120,9 @@ class Execution:
             else:
                 ctx = contextvars.copy_context()
                 value = await threads.run(lambda: task.fn(*args, **kwargs), ctx, timeout)
-            if isinstance(task, Watch):
-                now = app.clock.now()
-                return check_outcome(
-                    task.watch, record, value, now, self._expire_at(app, task)
-                ), None
-            result = encode_result(task.name, value)
+            outcome = task.success_outcome(
+                record, value, app.clock.now(), self._expire_at(app, task)
+            )
         except Retry as retry:
             now = app.clock.now()
             return Outcome(record.id, "release", run_at=now + retry.after), None
@@ -148,9 +143,7 @@ class Execution:
             return self._failed(app, task, error)
         finally:
             _current.reset(token)
-        return Outcome(
-            record.id, "succeeded", result=result, expire_at=self._expire_at(app, task)
-        ), None
+        return outcome, None
 
     @staticmethod
     def _expire_at(app: App, task: Task[Any, Any]) -> float:
