@@ -123,6 +123,61 @@ def test_drop_leaves_other_namespaces_alone(redis_url: str) -> None:
     scenario(redis_url, body)
 
 
+def _mixed_batch() -> list[NewJob]:
+    """Jobs whose shared fields change often: enqueue.lua gets many groups of varied size."""
+    jobs = [job(at=T0 + i // 7, priority=i % 3 - 1) for i in range(ENQUEUE_CHUNK + 40)]
+    jobs[5:9] = [job(task="t.other", key="k:1", at=T0 + 1) for _ in range(4)]
+    jobs[300:303] = [job(queue="other", delay=60.0) for _ in range(3)]
+    jobs[-1] = NewJob(**{**vars_of(job()), "unique_key": "t.add:u", "gate": "g", "gate_limit": 2})
+    jobs[-2] = NewJob(**{**vars_of(job()), "unique_key": "t.add:u"})  # the last one dedupes
+    return jobs
+
+
+def vars_of(new: NewJob) -> dict[str, object]:
+    return {name: getattr(new, name) for name in NewJob.__slots__}
+
+
+@pytest.mark.parametrize("blocking", [False, True])
+def test_grouped_batches_store_every_field(redis_url: str, blocking: bool) -> None:
+    async def body(b: RedisBackend) -> None:
+        jobs = _mixed_batch()
+        await b._redis.script_flush()
+        if blocking:
+            results = await asyncio.to_thread(b.enqueue_blocking, jobs)
+        else:
+            results = await b.enqueue(jobs)
+        assert [r.deduplicated for r in results] == [False] * (len(jobs) - 1) + [True]
+        assert results[-1].id == jobs[-2].id
+        for new in jobs[:-1]:
+            record = await b.get_job(new.id)
+            assert record is not None
+            for name in ("task", "queue", "payload", "max_attempts", "key", "priority"):
+                assert getattr(record, name) == getattr(new, name), (name, new)
+            assert record.enqueued_at == new.enqueued_at
+            scheduled = new.scheduled_for > new.enqueued_at
+            assert record.status == ("scheduled" if scheduled else "queued")
+            assert record.scheduled_for == (new.scheduled_for if scheduled else None)
+        stats = {s.name: s for s in await b.queue_stats()}
+        assert stats["default"].queued == len(jobs) - 4 and stats["other"].scheduled == 3
+
+    scenario(redis_url, body)
+
+
+def test_a_failing_chunk_raises_and_leaves_the_connection_usable(redis_url: str) -> None:
+    async def body(b: RedisBackend) -> None:
+        for enqueue in (b.enqueue, lambda js: asyncio.to_thread(b.enqueue_blocking, js)):
+            jobs = [job() for _ in range(ENQUEUE_CHUNK + 2)]
+            jobs[ENQUEUE_CHUNK] = NewJob(**{**vars_of(job()), "unique_key": "t.add:u"})
+            await b._redis.set(b.keys.unique, "not a hash")  # the second chunk's HGET fails
+            with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+                await enqueue(jobs)
+            await b._redis.delete(b.keys.unique)
+            results = await enqueue(jobs)  # the first chunk had been stored: it dedupes
+            assert [r.deduplicated for r in results] == [True] * ENQUEUE_CHUNK + [False] * 2
+
+    scenario(redis_url, body)
+
+
 def test_big_batch_is_chunked_and_survives_a_flushed_script_cache(redis_url: str) -> None:
     async def body(b: RedisBackend) -> None:
         jobs = [job(at=T0 + i / 1000) for i in range(ENQUEUE_CHUNK * 2 + 7)]

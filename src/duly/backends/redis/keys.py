@@ -34,10 +34,10 @@ key                     type    content
 ======================  ======  ================================================================
 
 Job hash fields (one letter each, to keep a queued job small): ``t`` task, ``q`` queue, ``p``
-payload (raw bytes), ``s`` status, ``a`` attempts, ``m`` max_attempts, ``k`` key, ``r`` priority,
-``e`` enqueued_at, ``d`` scheduled_for (only stored for jobs that were scheduled or ran
-``again``), ``b`` started at, ``f`` finished_at, ``o`` result (raw bytes), ``x`` errors (raw
-JSON list), ``w`` worker, ``l`` lease_until, ``n`` lost, ``z`` expire_at, ``y`` rate_slot;
+payload (raw bytes), ``s`` status, ``a`` attempts, ``m`` max_attempts, ``k`` key, ``r`` priority
+(absent = 0), ``e`` enqueued_at, ``d`` scheduled_for (only stored for jobs that were scheduled
+or ran ``again``), ``b`` started at, ``f`` finished_at, ``o`` result (raw bytes), ``x`` errors
+(raw JSON list), ``w`` worker, ``l`` lease_until, ``n`` lost, ``z`` expire_at, ``y`` rate_slot;
 concurrency control (absent for a plain job): ``u`` unique key (see below), ``U`` = ``1`` if the
 hold ends at start, ``ux`` hold expiry, ``g`` gate, ``G`` gate limit. Times are Python
 ``repr(float)`` strings, so they read back exactly.

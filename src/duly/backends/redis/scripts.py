@@ -13,13 +13,13 @@ into records is the backend's job.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from importlib import resources
 from typing import Any, Final
 
 from redis import Redis as SyncRedis
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from duly.backends.redis.keys import Keyspace
 from duly.records import NewJob, Outcome, RateRequest
@@ -63,6 +63,14 @@ class Script:
             return await client.evalsha(self.sha, len(keys), *keys, *args)
 
 
+async def _reply(pending: Awaitable[Any]) -> Any:
+    """A reply read from a connection, an error reply returned rather than raised."""
+    try:
+        return await pending
+    except ResponseError as error:  # read on: the next replies are in the socket
+        return error
+
+
 def _opt(value: float | None) -> Value:
     return "" if value is None else value
 
@@ -101,29 +109,36 @@ class Scripts:
         for script in self.all:
             await script.load(client)
 
-    def _enqueue_calls(self, jobs: Sequence[NewJob]) -> tuple[tuple[str, ...], list[list[Value]]]:
-        """The keys and the per-chunk ARGV of enqueueing ``jobs``."""
+    def _enqueue_chunks(self, jobs: Sequence[NewJob]) -> Iterator[list[Value]]:
+        """The ARGV of each chunk of enqueueing ``jobs`` (built lazily: while Redis runs one
+        chunk, the next is built). Consecutive jobs sharing every field but id and payload
+        form one group (enqueue.lua), so a bulk enqueue of one task sends ~2 values per job."""
         k = self.keys
-        keys = (k.due, k.all, k.queues, k.queue_counts, k.unique)
-        chunks: list[list[Value]] = []
         for start in range(0, len(jobs), ENQUEUE_CHUNK):
             args: list[Value] = [k.prefix, k.wake]
+            shared: tuple[Value, ...] = ()
+            count_at = 0
             for job in jobs[start : start + ENQUEUE_CHUNK]:
-                args += (
-                    job.id,
-                    job.task,
-                    job.queue,
-                    job.payload,
-                    job.max_attempts,
-                    job.key or "",
-                    job.priority,
-                    float(job.enqueued_at),
-                    float(job.scheduled_for),
-                )
                 if job.unique_key is None and job.gate is None:
-                    args.append("")  # a plain job: no concurrency fields
+                    header: tuple[Value, ...] = (
+                        job.task,
+                        job.queue,
+                        job.max_attempts,
+                        job.key or "",
+                        job.priority,
+                        float(job.enqueued_at),
+                        float(job.scheduled_for),
+                        "",  # plain jobs: no concurrency fields
+                    )
                 else:
-                    args += (
+                    header = (
+                        job.task,
+                        job.queue,
+                        job.max_attempts,
+                        job.key or "",
+                        job.priority,
+                        float(job.enqueued_at),
+                        float(job.scheduled_for),
                         "c",
                         job.unique_key or "",
                         job.unique_until,
@@ -131,43 +146,110 @@ class Scripts:
                         job.gate or "",
                         job.gate_limit,
                     )
-            chunks.append(args)
-        return keys, chunks
+                if header != shared:
+                    shared = header
+                    count_at = len(args)
+                    args.append(0)
+                    args += header
+                args[count_at] += 1  # type: ignore[operator]
+                args += (job.id, job.payload)
+            yield args
+
+    @staticmethod
+    def _found(size: int, reply: list[Any], found: list[bytes | None]) -> None:
+        """Extend ``found`` by one chunk of ``size`` jobs from its enqueue.lua reply."""
+        base = len(found)
+        found += [None] * size
+        for i in range(0, len(reply), 2):
+            found[base + reply[i] - 1] = reply[i + 1]
 
     async def enqueue(self, client: Redis, jobs: Sequence[NewJob]) -> list[bytes | None]:
         """Store ``jobs``; per job, None if stored, else the id of the job it deduplicated to
-        (its own, already existing; or the holder of its unique key)."""
-        keys, chunks = self._enqueue_calls(jobs)
-        script = self.enqueue_script
-        if len(chunks) == 1:
-            replies: list[Any] = [await script(client, keys, chunks[0])]
-        else:
-            pipe = client.pipeline(transaction=False)
+        (its own, already existing; or the holder of its unique key).
+
+        The chunks go down one connection as they are built and the replies are read after the
+        last: one round trip, and Redis runs a chunk while the next is built. A connection
+        error repeats the whole call (the client's retry policy); chunks that had run dedupe by
+        id, so nothing is stored twice."""
+        script, keys = self.enqueue_script, self._enqueue_keys()
+        head = ("EVALSHA", script.sha, len(keys), *keys)
+        chunks: list[list[Value]] = []
+        lazy = self._enqueue_chunks(jobs)
+        pool: Any = client.connection_pool  # redis-py leaves pools and connections untyped
+        conn = await pool.get_connection()
+
+        async def send_all() -> list[Any]:
             for args in chunks:
-                pipe.evalsha(script.sha, len(keys), *keys, *args)
-            replies = await pipe.execute(raise_on_error=False)
-            for i, reply in enumerate(replies):
-                if isinstance(reply, NoScriptError):
-                    replies[i] = await script(client, keys, chunks[i])  # loads, then runs
-                elif isinstance(reply, Exception):
-                    raise reply
-        return [None if found == 0 else found for reply in replies for found in reply]
+                await conn.send_command(*head, *args)
+            for args in lazy:
+                chunks.append(args)
+                await conn.send_command(*head, *args)
+            return [await _reply(conn.read_response()) for _ in chunks]
+
+        async def disconnect(_error: Exception) -> None:
+            await conn.disconnect()
+
+        try:
+            replies = await conn.retry.call_with_retry(send_all, disconnect)
+        except BaseException:
+            await conn.disconnect()
+            raise
+        finally:
+            await pool.release(conn)
+        for i, reply in enumerate(replies):
+            if isinstance(reply, NoScriptError):
+                replies[i] = await script(client, keys, chunks[i])  # loads, then runs
+            elif isinstance(reply, Exception):
+                raise reply
+        return self._collect(jobs, replies)
 
     def enqueue_blocking(self, client: SyncRedis, jobs: Sequence[NewJob]) -> list[bytes | None]:
-        """Blocking twin of ``enqueue`` on a sync client (same script, same round trips)."""
-        keys, chunks = self._enqueue_calls(jobs)
-        script = self.enqueue_script
-        pipe = client.pipeline(transaction=False)
-        for args in chunks:
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
-        replies: list[Any] = pipe.execute(raise_on_error=False)
+        """Blocking twin of ``enqueue`` on a sync client (same script, same round trip)."""
+        script, keys = self.enqueue_script, self._enqueue_keys()
+        head = ("EVALSHA", script.sha, len(keys), *keys)
+        chunks: list[list[Value]] = []
+        lazy = self._enqueue_chunks(jobs)
+        pool: Any = client.connection_pool  # redis-py leaves pools and connections untyped
+        conn = pool.get_connection()
+
+        def send_all() -> list[Any]:
+            for args in chunks:
+                conn.send_command(*head, *args)
+            for args in lazy:
+                chunks.append(args)
+                conn.send_command(*head, *args)
+            replies: list[Any] = []
+            for _ in chunks:
+                try:
+                    replies.append(conn.read_response())
+                except ResponseError as error:  # read on: the next replies are in the socket
+                    replies.append(error)
+            return replies
+
+        try:
+            replies = conn.retry.call_with_retry(send_all, lambda _error: conn.disconnect())
+        except BaseException:
+            conn.disconnect()
+            raise
+        finally:
+            pool.release(conn)
         for i, reply in enumerate(replies):
             if isinstance(reply, NoScriptError):
                 client.script_load(script.source)
                 replies[i] = client.evalsha(script.sha, len(keys), *keys, *chunks[i])
             elif isinstance(reply, Exception):
                 raise reply
-        return [None if found == 0 else found for reply in replies for found in reply]
+        return self._collect(jobs, replies)
+
+    def _enqueue_keys(self) -> tuple[str, ...]:
+        k = self.keys
+        return (k.due, k.all, k.queues, k.queue_counts, k.unique)
+
+    def _collect(self, jobs: Sequence[NewJob], replies: list[Any]) -> list[bytes | None]:
+        found: list[bytes | None] = []
+        for start, reply in zip(range(0, len(jobs), ENQUEUE_CHUNK), replies, strict=True):
+            self._found(min(ENQUEUE_CHUNK, len(jobs) - start), reply, found)
+        return found
 
     async def claim(
         self,

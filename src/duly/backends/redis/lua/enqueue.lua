@@ -3,16 +3,19 @@
 -- KEYS[1] due zset        KEYS[2] all-jobs index   KEYS[3] queues set   KEYS[4] queue counts
 -- KEYS[5] unique holds hash (`u`)
 -- ARGV[1] prefix          ARGV[2] wake channel
--- ARGV[3..] per job: id, task, queue, payload, max_attempts, key ('' = none), priority,
---           enqueued_at, scheduled_for, then a concurrency marker: '' for a plain job, or 'c'
---           followed by five more: unique_key ('' = none), unique_until ('start'|'finish'),
---           unique_expires_at ('' = never), gate ('' = none), gate_limit
--- Returns one value per job, in order: 0 stored, or the id of the job it deduplicated to (its
--- own id if that id already exists, untouched; or the job holding its unique key).
+-- ARGV[3..] groups of jobs that share every field but id and payload (a bulk enqueue of one
+--   task is one group), each: n, task, queue, max_attempts, key ('' = none), priority,
+--   enqueued_at, scheduled_for, then a concurrency marker: '' for plain jobs, or 'c' followed
+--   by five more: unique_key ('' = none), unique_until ('start'|'finish'), unique_expires_at
+--   ('' = never), gate ('' = none), gate_limit; then n pairs: id, payload.
+-- Returns the deduplicated jobs only, as a flat list: position (1-based, over the whole chunk),
+-- id of the job it deduplicated to (its own id if that id already exists, untouched; or the
+-- job holding its unique key). An empty list: every job was stored.
 --
 -- A job with scheduled_for > enqueued_at becomes `scheduled` (in `due`, scored by
 -- scheduled_for); any other becomes `queued` (in its ready zset). Each job joins `all` and, with
--- a key, its key index. One PUBLISH per queue that got a ready job wakes idle workers.
+-- a key, its key index. One PUBLISH per queue that got a ready job wakes idle workers. The
+-- priority field `r` is only stored when it is not 0.
 -- A unique key held by an active job (keys.py, "Unique holds"; expiry compared with this job's
 -- enqueued_at) deduplicates the job; else the job takes the key (u[key] = id, job fields u, U,
 -- ux), so a later duplicate in the same batch resolves to it. A gate is just stored (g, G):
@@ -23,69 +26,84 @@ local all = {}
 local queues = {}
 local counts = {}
 
--- Stores the concurrency fields of the job at ARGV[i] (marker 'c') and takes its unique key.
-local function store_concurrency(jk, id, i)
-  local unique, gate = ARGV[i + 10], ARGV[i + 13]
+-- Stores the concurrency fields (group header at ARGV[h], marker 'c') and takes the unique key.
+local function store_concurrency(jk, id, h)
+  local unique, gate = ARGV[h + 9], ARGV[h + 12]
   local fields = {}
   if unique ~= '' then
     fields[#fields + 1], fields[#fields + 2] = 'u', unique
-    if ARGV[i + 11] == 'start' then fields[#fields + 1], fields[#fields + 2] = 'U', '1' end
-    if ARGV[i + 12] ~= '' then fields[#fields + 1], fields[#fields + 2] = 'ux', ARGV[i + 12] end
+    if ARGV[h + 10] == 'start' then fields[#fields + 1], fields[#fields + 2] = 'U', '1' end
+    if ARGV[h + 11] ~= '' then fields[#fields + 1], fields[#fields + 2] = 'ux', ARGV[h + 11] end
     redis.call('HSET', KEYS[5], unique, id)
   end
   if gate ~= '' then
     fields[#fields + 1], fields[#fields + 2] = 'g', gate
-    fields[#fields + 1], fields[#fields + 2] = 'G', ARGV[i + 14]
+    fields[#fields + 1], fields[#fields + 2] = 'G', ARGV[h + 13]
   end
   redis.call('HSET', jk, unpack(fields))
 end
 
-local n = 0
-local i = 3
-while i <= #ARGV do
-  local id = ARGV[i]
-  local jk = job_key(id)
-  local plain = ARGV[i + 9] == ''
-  local unique = not plain and ARGV[i + 10]
-  local holder = unique and unique ~= '' and redis.call('HGET', KEYS[5], unique)
-  n = n + 1
-  if redis.call('EXISTS', jk) == 1 then
-    out[n] = id
-  elseif holder and holds(holder, unique, tonumber(ARGV[i + 7])) then
-    out[n] = holder
-  else
-    local queue, key, priority = ARGV[i + 2], ARGV[i + 5], ARGV[i + 6]
-    local enqueued_at, scheduled_for = ARGV[i + 7], ARGV[i + 8]
-    if tonumber(scheduled_for) > tonumber(enqueued_at) then
-      redis.call('HSET', jk, 't', ARGV[i + 1], 'q', queue, 'p', ARGV[i + 3], 's', 'scheduled',
-        'm', ARGV[i + 4], 'r', priority, 'e', enqueued_at, 'd', scheduled_for)
-      redis.call('ZADD', KEYS[1], scheduled_for, id)
-      bump(counts, queue .. SEP .. 's', 1)
-    else
-      redis.call('HSET', jk, 't', ARGV[i + 1], 'q', queue, 'p', ARGV[i + 3], 's', 'queued',
-        'm', ARGV[i + 4], 'r', priority, 'e', enqueued_at)
-      local batch = ready[queue]
-      if batch == nil then batch = {}; ready[queue] = batch end
-      batch[#batch + 1] = fifo_score(priority, enqueued_at)
-      batch[#batch + 1] = id
-    end
-    if key ~= '' then
-      redis.call('HSET', jk, 'k', key)
-      redis.call('ZADD', key_index(key), 0, id)
-    end
-    if not plain then store_concurrency(jk, id, i) end
-    all[#all + 1] = 0
-    all[#all + 1] = id
-    queues[queue] = true
-    out[n] = 0
+local position = 0
+local h = 3
+while h <= #ARGV do
+  local n, task, queue, max_attempts = tonumber(ARGV[h]), ARGV[h + 1], ARGV[h + 2], ARGV[h + 3]
+  local key, priority, enqueued_at, scheduled_for = ARGV[h + 4], ARGV[h + 5], ARGV[h + 6], ARGV[h + 7]
+  local plain = ARGV[h + 8] == ''
+  local unique = not plain and ARGV[h + 9] ~= '' and ARGV[h + 9]
+  local at = tonumber(enqueued_at)
+  local scheduled = tonumber(scheduled_for) > at
+  local score = fifo_score(priority, enqueued_at)
+  local status = scheduled and 'scheduled' or 'queued'
+  local fields = {'t', task, 'q', queue, 'p', '', 's', status, 'm', max_attempts, 'e', enqueued_at}
+  if scheduled then fields[#fields + 1], fields[#fields + 2] = 'd', scheduled_for end
+  if priority ~= '0' then fields[#fields + 1], fields[#fields + 2] = 'r', priority end
+  if key ~= '' then fields[#fields + 1], fields[#fields + 2] = 'k', key end
+  local batch = nil
+  if not scheduled then
+    batch = ready[queue]
+    if batch == nil then batch = {}; ready[queue] = batch end
   end
-  i = i + (plain and 10 or 15)
+  local stored = 0
+  local i = h + (plain and 9 or 14)
+  for _ = 1, n do
+    local id = ARGV[i]
+    local jk = job_key(id)
+    local holder = unique and redis.call('HGET', KEYS[5], unique)
+    position = position + 1
+    if redis.call('EXISTS', jk) == 1 then
+      out[#out + 1], out[#out + 2] = position, id
+    elseif holder and holds(holder, unique, at) then
+      out[#out + 1], out[#out + 2] = position, holder
+    else
+      fields[6] = ARGV[i + 1]
+      redis.call('HSET', jk, unpack(fields))
+      if scheduled then
+        redis.call('ZADD', KEYS[1], scheduled_for, id)
+      else
+        batch[#batch + 1], batch[#batch + 2] = score, id
+      end
+      if key ~= '' then redis.call('ZADD', key_index(key), 0, id) end
+      if not plain then store_concurrency(jk, id, h) end
+      all[#all + 1], all[#all + 2] = 0, id
+      stored = stored + 1
+    end
+    i = i + 2
+  end
+  if stored > 0 then
+    queues[queue] = true
+    if scheduled then bump(counts, queue .. SEP .. 's', stored) end
+  end
+  h = i
 end
 if #all > 0 then
-  redis.call('ZADD', KEYS[2], unpack(all))
+  zadd_many(KEYS[2], all)
   for queue in pairs(queues) do redis.call('SADD', KEYS[3], queue) end
-  for queue, batch in pairs(ready) do redis.call('ZADD', ready_key(queue), unpack(batch)) end
+  for queue, batch in pairs(ready) do
+    if #batch > 0 then zadd_many(ready_key(queue), batch) end
+  end
   flush_counts(KEYS[4], counts)
-  publish_all(ARGV[2], ready)
+  for queue, batch in pairs(ready) do
+    if #batch > 0 then redis.call('PUBLISH', ARGV[2], queue) end
+  end
 end
 return out
