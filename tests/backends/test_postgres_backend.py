@@ -514,3 +514,266 @@ def test_enqueue_on_an_unmigrated_schema_says_so(postgres_url: str, schema: str)
     backend = PostgresBackend(postgres_url, schema)
     with psycopg.connect(postgres_url) as conn, pytest.raises(ConfigurationError, match="migrate"):
         backend.enqueue_on(conn, [new_job()])
+
+
+# -- bulk enqueue: a plain insert, each column sent once when the batch shares it -----------------
+
+_STORED = (
+    "id, task, queue, payload, status, max_attempts, key, priority, enqueued_at, "
+    "scheduled_for, position, unique_key, unique_until, unique_expires_at, gate, gate_limit, "
+    "attempts, parked"
+)
+
+
+def _stored(url: str, schema: str) -> dict[str, tuple[Any, ...]]:
+    """Every stored job's columns as enqueue wrote them, by id."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(_q(f'SELECT {_STORED} FROM "{schema}".jobs')).fetchall()
+    return {
+        row[0]: tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in rows
+    }
+
+
+def _expected(job: NewJob) -> tuple[Any, ...]:
+    unique = job.unique_key is not None
+    return (
+        job.id,
+        job.task,
+        job.queue,
+        job.payload,
+        "scheduled" if job.scheduled_for > job.enqueued_at else "queued",
+        job.max_attempts,
+        job.key,
+        job.priority,
+        job.enqueued_at,
+        job.scheduled_for,
+        job.enqueued_at,
+        job.unique_key,
+        job.unique_until if unique else None,
+        job.unique_expires_at if unique else None,
+        job.gate,
+        job.gate_limit if job.gate is not None else None,
+        0,
+        False,
+    )
+
+
+def _mixed_batches() -> list[list[NewJob]]:
+    """Batches whose columns are all shared, or differ in one job only, or in every job."""
+    from dataclasses import replace
+
+    def same(n: int = 4) -> list[NewJob]:
+        return [new_job() for _ in range(n)]
+
+    def one_differs(**fields: Any) -> list[NewJob]:
+        jobs = same()
+        jobs[2] = replace(jobs[2], **fields)
+        return jobs
+
+    return [
+        same(1),
+        same(),
+        one_differs(task="tests.other"),
+        one_differs(queue="other"),
+        one_differs(payload=b'{"args":[3],"kwargs":{}}'),
+        one_differs(max_attempts=1),
+        one_differs(key="user:7"),
+        one_differs(priority=-3),
+        one_differs(enqueued_at=T0 - 5, scheduled_for=T0 - 5),
+        one_differs(scheduled_for=T0 + 60),  # scheduled among queued
+        [new_job(scheduled_for=T0 + 60) for _ in range(3)],  # all scheduled
+        one_differs(gate="g", gate_limit=2),
+        [replace(new_job(), gate="g", gate_limit=1 + i % 2) for i in range(4)],
+        [new_job(key=f"k{i}", priority=i, queue=f"q{i % 2}") for i in range(5)],
+        one_differs(unique_key="u1", unique_expires_at=T0 + 10),
+        one_differs(unique_key="u2", unique_until="start"),
+        [replace(new_job(), unique_key=f"each{i}") for i in range(3)],
+        [new_job(enqueued_at=T0 + i, scheduled_for=T0 + 2 * i) for i in range(4)],
+    ]
+
+
+@pytest.mark.parametrize("way", ["enqueue", "blocking", "caller_transaction", "caller_autocommit"])
+def test_enqueue_stores_every_column_of_mixed_batches(
+    postgres_url: str, schema: str, way: str
+) -> None:
+    """Each column is sent once for the batch or once per job: either way, what is stored is
+    every job's own value, on every path (plain insert, or the statement with ON CONFLICT)."""
+    backend = PostgresBackend(postgres_url, schema)
+    asyncio.run(backend.migrate())
+    batches = _mixed_batches()
+    try:
+        for jobs in batches:
+            if way == "enqueue":
+
+                async def run(jobs: list[NewJob] = jobs) -> list[Any]:
+                    try:
+                        return await backend.enqueue(jobs)
+                    finally:
+                        await backend.close()
+
+                results = asyncio.run(run())
+            elif way == "blocking":
+                results = backend.enqueue_blocking(jobs)
+            else:
+                autocommit = way == "caller_autocommit"
+                with psycopg.connect(postgres_url, autocommit=autocommit) as conn:
+                    if autocommit:
+                        results = backend.enqueue_on(conn, jobs)
+                    else:
+                        with conn.transaction():
+                            results = backend.enqueue_on(conn, jobs)
+            assert [(r.id, r.deduplicated) for r in results] == [(j.id, False) for j in jobs]
+    finally:
+        backend.close_blocking()
+    stored = _stored(postgres_url, schema)
+    every = [job for jobs in batches for job in jobs]
+    assert stored == {job.id: _expected(job) for job in every}
+
+
+def test_a_resent_batch_stores_nothing_twice_and_resets_nothing(
+    postgres_url: str, schema: str
+) -> None:
+    """The plain insert fails on an id already stored and stores nothing; the batch then goes
+    through ON CONFLICT DO NOTHING, which skips the stored ids (PRODUCT: idempotent enqueue)."""
+
+    async def main() -> None:
+        backend = PostgresBackend(postgres_url, schema)
+        await backend.open()
+        try:
+            first = [new_job() for _ in range(50)]
+            assert not any(r.deduplicated for r in await backend.enqueue(first))
+            claimed = await backend.claim("w", ["default"], 10, T0 + 1, T0 + 31)
+            assert len(claimed) == 10
+            # A resend (async, then blocking), with new jobs among the stored ones.
+            more = [new_job() for _ in range(10)]
+            results = await backend.enqueue([*more[:5], *first, *more[5:]])
+            assert [(r.id, r.deduplicated) for r in results] == [
+                *((j.id, False) for j in more[:5]),
+                *((j.id, True) for j in first),
+                *((j.id, False) for j in more[5:]),
+            ]
+            again = await asyncio.to_thread(backend.enqueue_blocking, [*first, *more])
+            assert all(r.deduplicated for r in again)
+            assert [r.id for r in again] == [j.id for j in [*first, *more]]
+            # One id twice in a batch: stored once, as the first one.
+            twice = new_job()
+            results = await asyncio.to_thread(
+                backend.enqueue_blocking, [twice, new_job(), replace_payload(twice)]
+            )
+            assert [r.id for r in results][::2] == [twice.id, twice.id]
+            stats = {q.name: q for q in await backend.queue_stats()}
+            assert (stats["default"].queued, stats["default"].running) == (52, 10)
+            running = {r.id for r in claimed}
+            for job in first:
+                record = await backend.get_job(job.id)
+                assert record is not None
+                assert record.status == ("running" if job.id in running else "queued")
+                assert record.attempts == (1 if job.id in running else 0)
+            record = await backend.get_job(twice.id)
+            assert record is not None and record.payload == twice.payload
+        finally:
+            await backend.drop()
+            await backend.close()
+            backend.close_blocking()
+
+    asyncio.run(main())
+
+
+def replace_payload(job: NewJob) -> NewJob:
+    from dataclasses import replace
+
+    return replace(job, payload=b'{"args":["second"],"kwargs":{}}')
+
+
+def test_a_stored_id_on_the_callers_connection(postgres_url: str, schema: str) -> None:
+    """In the caller's transaction, an id already stored is skipped without failing (and so
+    without aborting) that transaction; in autocommit the plain insert's failure is hidden."""
+    backend = PostgresBackend(postgres_url, schema)
+    asyncio.run(backend.migrate())
+    stored = new_job()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        assert [r.deduplicated for r in backend.enqueue_on(conn, [stored])] == [False]
+        fresh = new_job()
+        results = backend.enqueue_on(conn, [stored, fresh])
+        assert [(r.id, r.deduplicated) for r in results] == [(stored.id, True), (fresh.id, False)]
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    with psycopg.connect(postgres_url) as conn:
+        with conn.transaction():
+            later = new_job()
+            results = backend.enqueue_on(conn, [later, stored])
+            assert [r.deduplicated for r in results] == [False, True]
+            assert conn.execute("SELECT 1").fetchone() == (1,)  # the transaction goes on
+        assert asyncio.run(_get(postgres_url, schema, later.id)) == "queued"
+
+
+def test_bulk_enqueue_registers_every_queue_and_wakes_those_with_queued_jobs(
+    postgres_url: str, schema: str
+) -> None:
+    backend = PostgresBackend(postgres_url, schema)
+    asyncio.run(backend.migrate())
+    jobs = [
+        *(new_job(queue="now") for _ in range(3)),
+        *(new_job(queue="later", scheduled_for=T0 + 60) for _ in range(3)),
+        new_job(queue="mixed"),
+        new_job(queue="mixed", scheduled_for=T0 + 60),
+    ]
+    try:
+        with psycopg.connect(postgres_url, autocommit=True) as listener:
+            listener.execute(_q(f'LISTEN "{backend.channel}"'))
+            backend.enqueue_blocking(jobs)
+            backend.enqueue_blocking([new_job(queue="idle", scheduled_for=T0 + 60)])
+            woken = sorted(n.payload for n in listener.notifies(timeout=0.5))
+        assert woken == ["mixed", "now"]
+
+        async def stats() -> list[tuple[str, int, int]]:
+            try:
+                return [(q.name, q.queued, q.scheduled) for q in await backend.queue_stats()]
+            finally:
+                await backend.close()
+
+        assert asyncio.run(stats()) == [
+            ("idle", 0, 1),
+            ("later", 0, 3),
+            ("mixed", 1, 1),
+            ("now", 3, 0),
+        ]
+    finally:
+        backend.close_blocking()
+
+
+def test_blocking_enqueue_migrates_only_a_schema_that_needs_it(
+    postgres_url: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first blocking enqueue of a process reads the applied versions on its pool's first
+    connection, and runs ``migrate`` (its own connection, the advisory lock) only when one is
+    missing."""
+    from duly.backends._sql import load_migrations
+
+    # A schema never migrated: the first blocking enqueue migrates it.
+    backend = PostgresBackend(postgres_url, schema)
+    try:
+        assert not backend.enqueue_blocking([new_job()])[0].deduplicated
+    finally:
+        backend.close_blocking()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        table = f'"{schema}".schema_version'
+        versions = [r[0] for r in conn.execute(_q(f"SELECT version FROM {table}")).fetchall()]
+        assert sorted(versions) == [m.version for m in load_migrations(_PKG)]
+    # Migrated: no migration run at all.
+    runs: list[str] = []
+    monkeypatch.setattr(PostgresBackend, "_migrate_blocking", lambda self: runs.append("m"))
+    backend = PostgresBackend(postgres_url, schema)
+    try:
+        backend.enqueue_blocking([new_job()])
+        assert runs == []
+    finally:
+        backend.close_blocking()
+    # A version missing (as after an upgrade of duly): migrate runs first.
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(_q(f"DELETE FROM {table} WHERE version = {max(versions)}"))
+    backend = PostgresBackend(postgres_url, schema)
+    try:
+        backend.enqueue_blocking([new_job()])
+        assert runs == ["m"]
+    finally:
+        backend.close_blocking()

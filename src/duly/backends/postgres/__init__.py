@@ -7,8 +7,11 @@ Every query lives in ``queries.sql``; ``{schema}`` in it is replaced by the quot
 once, here, so the same text also runs on a caller's own connection for transactional enqueue
 (:meth:`PostgresBackend.enqueue_on`).
 
-Plain jobs (no unique key, no gate) take one statement per call, in autocommit. Concurrency
-control adds statements only for the batches that need them, in one transaction:
+Plain jobs (no unique key, no gate) take one statement per call, in autocommit. Enqueue there
+is a plain insert (``enqueue_fresh``): a resent batch makes it fail and store nothing, and only
+then does the insert that skips stored ids (``ON CONFLICT DO NOTHING``) run (see
+``_enqueue_plan``). Concurrency control adds statements only for the batches that need them,
+in one transaction:
 
 - a batch with unique jobs: insert, then look up the holders of the keys that were taken (see
   ``_enqueue_plan``);
@@ -112,34 +115,85 @@ def _dead_connection(exc: BaseException) -> bool:
     return isinstance(cause, psycopg.OperationalError) and not isinstance(cause, PoolTimeout)
 
 
-def _enqueue_params(jobs: Sequence[NewJob], channel: str) -> dict[str, object]:
-    """The ``enqueue`` statement's arrays. The options of a unique key or a gate are stored only
-    with it, and the arrays of a kind no job of the batch has are sent empty: unnest pads them
-    with NULLs, which costs a plain batch less than a NULL per job."""
-    unique = jobs if any(j.unique_key is not None for j in jobs) else ()
-    gated = jobs if any(j.gate is not None for j in jobs) else ()
-    return {
-        "ids": [j.id for j in jobs],
-        "tasks": [j.task for j in jobs],
-        "queues": [j.queue for j in jobs],
-        "payloads": [bytes(j.payload) for j in jobs],
-        "max_attempts": [int(j.max_attempts) for j in jobs],
-        "keys": [j.key for j in jobs],
-        "priorities": [int(j.priority) for j in jobs],
-        "enqueued_at": [float(j.enqueued_at) for j in jobs],
-        "scheduled_for": [float(j.scheduled_for) for j in jobs],
-        "unique_keys": [j.unique_key for j in unique],
-        "unique_until": [None if j.unique_key is None else j.unique_until for j in unique],
-        "unique_expires_at": [
-            None
-            if j.unique_key is None or j.unique_expires_at is None
-            else float(j.unique_expires_at)
-            for j in unique
-        ],
-        "gates": [j.gate for j in gated],
-        "gate_limits": [None if j.gate is None else int(j.gate_limit) for j in gated],
-        "channel": channel,
-    }
+def _column(values: list[Any], convert: Callable[[Any], Any] | None) -> tuple[list[Any], Any]:
+    """One column of a batch as the enqueue statements take it (``a_<column>``,
+    ``v_<column>``): ``([], value)`` when every job has the same value, else every job's value
+    (through ``convert``, None kept) and None."""
+    first = values[0]
+    if values.count(first) == len(values):
+        return [], first if first is None or convert is None else convert(first)
+    if convert is not None:
+        values = [None if v is None else convert(v) for v in values]
+    return values, None
+
+
+def _enqueue_params(jobs: Sequence[NewJob], channel: str) -> dict[str, Any]:
+    """The parameters of both enqueue statements (``enqueue_fresh``, ``enqueue``).
+
+    A column whose value every job of the batch shares is sent once (see ``_column``): a bulk
+    batch of one task costs its ids and payloads, not 15 arrays. The options of a unique key
+    or a gate are stored only with it. Values are converted to the column's Python type (one
+    array never mixes types). Each job's status, and the queues to register and to wake, are
+    computed here (``enqueue_fresh`` stores every row or none).
+    """
+    params: dict[str, Any] = {"a_id": [j.id for j in jobs], "channel": channel}
+
+    def put(name: str, values: list[Any], convert: Callable[[Any], Any] | None = None) -> bool:
+        """Send one column; True when every job has the same value."""
+        params[f"a_{name}"], params[f"v_{name}"] = array, _ = _column(values, convert)
+        return not array
+
+    def every(name: str) -> list[Any]:
+        values: list[Any] = params[f"a_{name}"] or [params[f"v_{name}"]] * len(jobs)
+        return values
+
+    # One comprehension per field: faster than a generic getattr loop over 15 fields.
+    put("task", [j.task for j in jobs])
+    one_queue = put("queue", [j.queue for j in jobs])
+    put("payload", [j.payload for j in jobs], bytes)
+    put("max_attempts", [j.max_attempts for j in jobs], int)
+    put("key", [j.key for j in jobs])
+    put("priority", [j.priority for j in jobs], int)
+    one_enqueued_at = put("enqueued_at", [j.enqueued_at for j in jobs], float)
+    one_scheduled_for = put("scheduled_for", [j.scheduled_for for j in jobs], float)
+    # scheduled when due after its enqueue (compared as doubles, as SQL would)
+    if one_enqueued_at and one_scheduled_for:
+        put(
+            "status",
+            ["scheduled" if params["v_scheduled_for"] > params["v_enqueued_at"] else "queued"],
+        )
+    else:
+        put(
+            "status",
+            [
+                "scheduled" if due > at else "queued"
+                for due, at in zip(every("scheduled_for"), every("enqueued_at"), strict=True)
+            ],
+        )
+    if one_queue and not params["a_status"]:
+        params["queues"] = [params["v_queue"]]
+        params["wake"] = [params["v_queue"]] if params["v_status"] == "queued" else []
+    else:
+        queues = every("queue")
+        params["queues"] = sorted(set(queues))
+        params["wake"] = sorted(
+            {q for q, status in zip(queues, every("status"), strict=True) if status == "queued"}
+        )
+    if put("gate", [j.gate for j in jobs]) and params["v_gate"] is None:
+        put("gate_limit", [None])
+    else:
+        put("gate_limit", [None if j.gate is None else j.gate_limit for j in jobs], int)
+    if put("unique_key", [j.unique_key for j in jobs]) and params["v_unique_key"] is None:
+        put("unique_until", [None])
+        put("unique_expires_at", [None])
+    else:
+        put("unique_until", [None if j.unique_key is None else j.unique_until for j in jobs])
+        put(
+            "unique_expires_at",
+            [None if j.unique_key is None else j.unique_expires_at for j in jobs],
+            float,
+        )
+    return params
 
 
 #: One step of a plan: the name of a query and its parameters. The plan is sent the rows.
@@ -147,19 +201,36 @@ _Step = tuple[str, dict[str, object]]
 _Plan = Generator[_Step, list[tuple[Any, ...]], T]
 
 
-def _enqueue_plan(jobs: Sequence[NewJob], channel: str) -> _Plan[list[EnqueueResult]]:
+def _enqueue_plan(
+    jobs: Sequence[NewJob], channel: str, *, fresh: bool
+) -> _Plan[list[EnqueueResult]]:
     """The statements of one enqueue, for every way of running them (pooled connection, the
-    caller's own, blocking): yields ``(query, params)`` and is sent each statement's rows.
+    caller's own, blocking): yields ``(query, params)`` and is sent each statement's rows, or
+    thrown the ``UniqueViolation`` a statement raised.
 
-    A batch without unique jobs is one ``enqueue`` statement. A unique job left out by it (its
-    key is held) needs ``unique_holders`` in the same transaction: a later statement, whose
-    snapshot sees the holder the insert waited for. A holder gone since (finished, started) or
-    past its expiry (taken over) means inserting that job again.
+    With ``fresh`` (the connection is in autocommit with no transaction open, so a failed
+    statement leaves nothing behind), a batch without unique jobs is one ``enqueue_fresh``: a
+    plain insert of every job. An id already stored (a resend) makes it fail and store nothing;
+    ``enqueue`` then runs, which skips the ids already stored. Otherwise a batch without
+    unique jobs is one ``enqueue`` statement. A unique job left out by it (its key is held)
+    needs ``unique_holders`` in the same transaction: a later statement, whose snapshot sees
+    the holder the insert waited for. A holder gone since (finished, started) or past its
+    expiry (taken over) means inserting that job again.
     """
+    params = _enqueue_params(jobs, channel)
+    if fresh and params["a_unique_key"] == [] and params["v_unique_key"] is None:
+        try:
+            yield "enqueue_fresh", params
+        except psycopg.errors.UniqueViolation:
+            pass  # stored nothing: an id is stored already, or twice in the batch
+        else:
+            return list(map(EnqueueResult, params["a_id"]))
     results: list[EnqueueResult | None] = [None] * len(jobs)
     pending = list(range(len(jobs)))
-    for _ in range(_UNIQUE_ROUNDS):
-        [row] = yield "enqueue", _enqueue_params([jobs[i] for i in pending], channel)
+    for round_ in range(_UNIQUE_ROUNDS):
+        if round_:
+            params = _enqueue_params([jobs[i] for i in pending], channel)
+        [row] = yield "enqueue", params
         inserted = set(row[0])
         held = []
         for i in pending:
@@ -198,8 +269,12 @@ def _run_plan(conn: psycopg.Connection[Any], queries: _Queries, plan: _Plan[T]) 
     try:
         name, params = next(plan)
         while True:
-            rows = conn.execute(queries[name], params).fetchall()
-            name, params = plan.send(rows)
+            try:
+                rows = conn.execute(queries[name], params).fetchall()
+            except psycopg.errors.UniqueViolation as exc:
+                name, params = plan.throw(exc)
+            else:
+                name, params = plan.send(rows)
     except StopIteration as done:
         result: T = done.value
         return result
@@ -212,11 +287,27 @@ async def _run_plan_async(
     try:
         name, params = next(plan)
         while True:
-            cur = await conn.execute(queries[name], params)
-            name, params = plan.send(await cur.fetchall())
+            try:
+                cur = await conn.execute(queries[name], params)
+                rows = await cur.fetchall()
+            except psycopg.errors.UniqueViolation as exc:
+                name, params = plan.throw(exc)
+            else:
+                name, params = plan.send(rows)
     except StopIteration as done:
         result: T = done.value
         return result
+
+
+def _outside_transaction(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """True when each statement on ``conn`` commits on its own (autocommit, no transaction
+    open, no pipeline): one that fails there leaves nothing behind, the connection included."""
+    info = conn.info
+    return (
+        conn.autocommit
+        and info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        and info.pipeline_status == psycopg.pq.PipelineStatus.OFF
+    )
 
 
 def _any_unique(jobs: Sequence[NewJob]) -> bool:
@@ -535,7 +626,9 @@ class PostgresBackend:
             return []
 
         async def run(conn: psycopg.AsyncConnection[Any]) -> list[EnqueueResult]:
-            return await _run_plan_async(conn, self._q, _enqueue_plan(jobs, self.channel))
+            return await _run_plan_async(
+                conn, self._q, _enqueue_plan(jobs, self.channel, fresh=_outside_transaction(conn))
+            )
 
         # Idempotent: a job id already stored is left alone, so a resend after a lost answer
         # cannot double a job. Without unique jobs the plan is one statement.
@@ -554,7 +647,9 @@ class PostgresBackend:
         if not jobs:
             return []
         try:
-            return _run_plan(conn, self._q, _enqueue_plan(jobs, self.channel))
+            return _run_plan(
+                conn, self._q, _enqueue_plan(jobs, self.channel, fresh=_outside_transaction(conn))
+            )
         except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as exc:
             raise self._not_migrated(exc) from exc
         except _NOT_OUTAGES:
@@ -583,18 +678,34 @@ class PostgresBackend:
         with self._sync_lock:
             if self._sync is not None:
                 return self._sync
-            if self.auto_migrate:
-                self._migrate_blocking()
             pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
                 self.url, **self._pool_settings(f"duly-sync-{self.schema}")
             )
             try:
                 pool.open(wait=True, timeout=_CONNECT_TIMEOUT)
+                if self.auto_migrate and not self._migrated_blocking(pool):
+                    self._migrate_blocking()
             except (PoolTimeout, psycopg.OperationalError) as exc:
                 pool.close()
                 raise self._unavailable(exc) from exc
+            except BaseException:
+                pool.close()
+                raise
             self._sync = pool
             return pool
+
+    def _migrated_blocking(self, pool: ConnectionPool[psycopg.Connection[Any]]) -> bool:
+        """True when every migration is applied already, as it is once the app or a worker
+        has opened the schema: two reads on the pool's first connection, where ``migrate``
+        needs a connection of its own, a thread and the advisory lock (the first blocking
+        enqueue of a process waited for all of that)."""
+        table = f"{sql.Identifier(self.schema).as_string()}.schema_version"
+        with pool.connection() as conn:
+            row = conn.execute(self._q["schema_exists"], {"table": table}).fetchone()
+            if not row or not row[0]:
+                return False
+            done = {r[0] for r in conn.execute(self._q["applied_versions"]).fetchall()}
+        return all(m.version in done for m in load_migrations(__name__))
 
     def _migrate_blocking(self) -> None:
         """Run ``migrate`` from sync code, even from inside a running event loop."""
@@ -626,7 +737,9 @@ class PostgresBackend:
         if not jobs:
             return []
         try:
-            return await _run_plan_async(conn, self._q, _enqueue_plan(jobs, self.channel))
+            return await _run_plan_async(
+                conn, self._q, _enqueue_plan(jobs, self.channel, fresh=_outside_transaction(conn))
+            )
         except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as exc:
             raise self._not_migrated(exc) from exc
         except _NOT_OUTAGES:
