@@ -6,8 +6,9 @@
 
 Metrics (see ``bench/harness.py``): one-call enqueue jobs/s (``task.enqueue``; the async twin is
 reported as ``enqueue_async``), bulk enqueue jobs/s (``app.enqueue_many`` in batches of 1000),
-drain jobs/s of 20,000 pre-enqueued no-op jobs by one ``duly worker`` subprocess (default
-options; ``--processes 2`` too with ``--processes 1,2``), idle enqueue->start latency p50/p99,
+drain jobs/s of 20,000 pre-enqueued no-op jobs by ``duly worker`` with its default options (one
+process per CPU core) and with ``--processes 1`` (``--processes 1,3`` adds a drain with 3),
+idle enqueue->start latency p50/p99,
 and bytes per queued job (Redis). The job body does one ``INCR`` on the bench Redis
 (``BENCH_REDIS``, DB 5); with ``--no-redis-counter`` it does nothing and completion is read from
 duly's own queue counts (latency stamps go to a file).
@@ -75,8 +76,10 @@ class DulyPeer:
         self.namespace = ns or "bench"
         self.name = f"duly/{self.store}"
         self.version = duly.__version__
+        # "default": `duly worker` as shipped (one process per core); "one": --processes 1;
+        # "pN": --processes N for each N > 1 asked for.
         self.processes = processes or [1]
-        self.drain_modes = ["default" if p == 1 else f"p{p}" for p in self.processes]
+        self.drain_modes = ["default", "one", *(f"p{p}" for p in self.processes if p > 1)]
         self.redis_counter = redis_counter
         self._stamp_dir = tempfile.mkdtemp(prefix="duly-bench-")
         self.stamp_file = os.path.join(self._stamp_dir, "stamps")
@@ -152,10 +155,9 @@ class DulyPeer:
         self.stamp.enqueue()
 
     def worker_cmd(self, mode: str) -> list[str]:
-        processes = 1 if mode == "default" else int(mode[1:])
         argv = [harness.bin_of("duly"), "worker", "bench.duly_jobs:app", "--log-level", "WARNING"]
-        if processes > 1:
-            argv += ["--processes", str(processes)]
+        if mode != "default":
+            argv += ["--processes", "1" if mode == "one" else mode[1:]]
         return argv
 
     def memory(self) -> int:
@@ -288,7 +290,7 @@ async def bench_url_async(
         if profile:
             stem = harness.RESULTS / f"profile-{peer.store}"
             stem.parent.mkdir(parents=True, exist_ok=True)
-            await harness.measure_drain(peer, "default", on_start=_profiler(stem, 8))
+            await harness.measure_drain(peer, "one", on_start=_profiler(stem, 8))
             await asyncio.sleep(1.0)
             raw = stem.with_suffix(".txt")
             for _ in range(20):

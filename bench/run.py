@@ -70,7 +70,7 @@ async def _one(target: str, runs: int, profile: bool) -> dict[str, Any]:
         url = DULY_TARGETS[target]
         if url.startswith("sqlite:"):
             Path(url.split("sqlite:///", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
-        processes = [1, 2]
+        processes = [1]  # the default worker already runs one process per core
         return await bench_url_async(
             url, runs=runs, processes=processes, profile=profile and target == "duly/redis"
         )

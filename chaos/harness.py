@@ -216,6 +216,7 @@ class Fleet:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.argv = [
             PYTHON, "-m", "duly", "worker", "chaos.tasks:app",
+            "--processes", "1",  # one pid per worker: the scenarios kill and count by pid
             "--queues", queues,
             "--concurrency", str(concurrency),
             "--lease", str(lease),

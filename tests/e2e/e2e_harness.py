@@ -249,7 +249,10 @@ class E2E:
         return proc
 
     def start_worker(self, *args: str) -> subprocess.Popen[bytes]:
-        return self.start("worker", "e2e_tasks:app", "--lease", "2", *args)
+        """``duly worker`` with a 2 s lease; one process (its pid runs the jobs, as the tests
+        check) unless ``args`` give ``--processes``."""
+        processes = () if "--processes" in args else ("--processes", "1")
+        return self.start("worker", "e2e_tasks:app", "--lease", "2", *processes, *args)
 
     def log_of(self, proc: subprocess.Popen[bytes]) -> str:
         index = self.procs.index(proc) + 1

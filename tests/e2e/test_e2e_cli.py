@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import socket
 import subprocess
@@ -12,9 +13,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from e2e_harness import BACKENDS, E2E, require_service
 
 import duly
+from duly.cli import cli
+from duly.cli.worker import default_processes, resolve_processes
 
 STATUS_KEYS = {
     "id",
@@ -200,6 +204,59 @@ def test_cli_help_lists_every_command(tmp_path: Path) -> None:
     assert done.returncode == 0
     for option in ("--queues", "--concurrency", "--processes", "--lease", "--grace"):
         assert option in done.stdout
+    processes = re.search(r"--processes.*?(?=\n  -)", done.stdout, re.DOTALL)
+    assert processes, done.stdout
+    assert "default: (one per CPU core)" in processes.group(), processes.group()
+    assert "DULY_PROCESSES" in processes.group() and "--burst" in processes.group()
+
+
+def test_worker_processes_default_to_one_per_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    if hasattr(os, "sched_getaffinity"):  # the cores this process may run on, not the machine's
+        assert default_processes() == len(os.sched_getaffinity(0))
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 2, 5}, raising=False)
+        monkeypatch.setattr(os, "cpu_count", lambda: 64)
+        assert default_processes() == 3
+        monkeypatch.delattr(os, "sched_getaffinity")
+    monkeypatch.setattr(os, "cpu_count", lambda: 6)
+    assert default_processes() == 6
+    monkeypatch.setattr(os, "cpu_count", lambda: None)  # "undeterminable"
+    assert default_processes() == 1
+
+
+def test_worker_processes_given_win_and_a_burst_runs_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert resolve_processes(None, burst=False) == default_processes() == 4
+    assert resolve_processes(None, burst=True) == 1
+    assert resolve_processes(3, burst=False) == 3
+    assert resolve_processes(2, burst=True) == 2  # given: a burst in two processes
+    assert resolve_processes(1, burst=False) == 1
+
+
+def test_worker_processes_from_the_environment() -> None:
+    # $DULY_PROCESSES is read (and checked like --processes; 0 fails before any work).
+    done = CliRunner().invoke(cli, ["worker", "nowhere:app"], env={"DULY_PROCESSES": "0"})
+    assert done.exit_code == 2
+    assert "--processes" in done.output and "0 is not in the range" in done.output
+
+
+@pytest.mark.timeout(60)
+def test_worker_with_a_bad_app_fails_once_even_with_processes(tmp_path: Path) -> None:
+    # The app is loaded before any child starts: one clear line and exit 2, not a supervisor
+    # restarting children that cannot import it.
+    done = E2E.run_cli(tmp_path, "worker", "no_such_module:app", "--processes", "2", timeout=20)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "no_such_module" in one_clear_line(done.stderr)
+
+
+@pytest.mark.timeout(90)
+def test_burst_without_processes_runs_in_one_process(e2e: E2E) -> None:
+    jobs = e2e.app.enqueue_many([e2e.tasks.mark.s(n) for n in range(40)])
+    done = e2e.cli("worker", "e2e_tasks:app", "--burst", "--lease", "2", timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert {e2e.info(j.id).status for j in jobs} == {"succeeded"}
+    pids = {line.split()[1] for line in e2e.mark_lines("marks")}
+    assert len(pids) == 1, pids  # every job ran in the one process
+    assert "duly.supervisor" not in done.stderr, done.stderr
 
 
 @pytest.mark.timeout(60)

@@ -1,14 +1,18 @@
 """Real worker processes (PRODUCT §1): SIGKILL mid-job, two workers racing, graceful SIGTERM,
-and the ``--processes`` supervisor."""
+and the ``--processes`` supervisor (restarts; a burst in several processes)."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from e2e_harness import E2E, pid_alive, wait_until
+
+from duly.worker.supervisor import Supervisor
 
 
 @pytest.mark.timeout(90)
@@ -156,3 +160,40 @@ def test_supervisor_restarts_a_killed_child(e2e: E2E) -> None:
     supervisor.send_signal(signal.SIGTERM)
     assert supervisor.wait(30) == 0
     wait_until(lambda: not any(pid_alive(pid) for pid in alive), 10)
+
+
+@pytest.mark.timeout(120)
+def test_supervisor_burst_drains_with_every_child_then_exits(e2e: E2E) -> None:
+    # 8 jobs of 0.5 s, one at a time per process: both children take part before the queue empties.
+    jobs = e2e.app.enqueue_many([e2e.tasks.slow.s(n, 0.5) for n in range(8)])
+    supervisor = e2e.start_worker("--processes", "2", "--burst", "--concurrency", "1")
+    assert supervisor.wait(60) == 0, e2e.log_of(supervisor)
+    for n, job in enumerate(jobs):
+        info = e2e.info(job.id)
+        assert (info.status, info.result, info.attempts) == ("succeeded", n, 1), info
+    ran_in = {pid for n in range(8) for pid in e2e.mark_lines(f"slow-{n}.done")}
+    assert len(ran_in) == 2 and str(supervisor.pid) not in ran_in, ran_in
+    assert not any(pid_alive(int(pid)) for pid in ran_in)
+    assert e2e.app.workers() == [], "both children unregistered"
+    log = e2e.log_of(supervisor)
+    assert "restarting" not in log and "Traceback" not in log, log
+
+
+def test_burst_supervisor_exits_with_the_worst_code_and_restarts_none(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    # The first child to start exits 0, the other 3; neither may be started again.
+    child = (
+        "import os, sys\n"
+        f"with open({str(runs)!r}, 'a') as f: f.write('run\\n')\n"
+        f"try: os.open({str(tmp_path / 'first')!r}, os.O_CREAT | os.O_EXCL)\n"
+        "except FileExistsError: sys.exit(3)\n"
+    )
+    supervisor = Supervisor([], 2, grace=1, burst=True)
+    supervisor.child_argv = [sys.executable, "-c", child]
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        assert supervisor.run() == 3
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    assert runs.read_text().splitlines() == ["run", "run"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 
@@ -11,7 +12,7 @@ import click
 
 from duly.cli.common import fail, load_app, translate_errors
 
-__all__ = ["scheduler", "worker"]
+__all__ = ["default_processes", "resolve_processes", "scheduler", "worker"]
 
 
 def _configure_logging(level: str) -> None:
@@ -28,6 +29,23 @@ def _use_fast_loop() -> None:
     except ImportError:
         return
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+def default_processes() -> int:
+    """One worker process per CPU core this process may run on (its affinity mask, where the
+    OS has one: a container or ``taskset`` limit counts, not the machine's cores)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on this OS (macOS, Windows)
+        return os.cpu_count() or 1
+
+
+def resolve_processes(processes: int | None, burst: bool) -> int:
+    """``--processes`` as given (or ``$DULY_PROCESSES``); else 1 for a burst (a drain-and-exit
+    script), else one per CPU core."""
+    if processes is not None:
+        return processes
+    return 1 if burst else default_processes()
 
 
 @click.command()
@@ -51,10 +69,12 @@ def _use_fast_loop() -> None:
 @click.option(
     "--processes",
     "-p",
-    default=1,
-    show_default=True,
     type=click.IntRange(1, 256),
-    help="Worker processes (a supervisor restarts dead ones).",
+    envvar="DULY_PROCESSES",
+    show_envvar=True,
+    show_default="one per CPU core",
+    help="Worker processes; with more than one, a supervisor restarts dead ones. "
+    "With --burst the default is 1.",
 )
 @click.option(
     "--lease",
@@ -88,21 +108,22 @@ def worker(
     app_path: str,
     queues: str,
     concurrency: int,
-    processes: int,
+    processes: int | None,
     lease: float,
     grace: float,
     burst: bool,
     scheduler: bool,
     log_level: str,
 ) -> None:
-    """Run the jobs of MODULE:APP ($DULY_APP) until SIGTERM/SIGINT."""
+    """Run the jobs of MODULE:APP ($DULY_APP) until SIGTERM/SIGINT, in one process per CPU
+    core by default."""
     _configure_logging(log_level)
     queue_list = [q.strip() for q in queues.split(",") if q.strip()]
     if not queue_list:
         fail("--queues needs at least one queue name", 2)
+    processes = resolve_processes(processes, burst)
+    app = load_app(app_path, None)  # also before a supervisor: a typo fails now, once
     if processes > 1:
-        if burst:
-            fail("--burst works with one process only", 2)
         from duly.worker.supervisor import Supervisor
 
         argv = [
@@ -121,9 +142,9 @@ def worker(
             "--log-level",
             log_level,
             "--scheduler" if scheduler else "--no-scheduler",
+            *(["--burst"] if burst else []),
         ]
-        sys.exit(Supervisor(argv, processes, grace).run())
-    app = load_app(app_path, None)
+        sys.exit(Supervisor(argv, processes, grace, burst=burst).run())
     runner = app.worker(
         queues=queue_list,
         concurrency=concurrency,

@@ -4,6 +4,9 @@ Children are plain ``python -m duly worker ... --processes 1`` subprocesses (no 
 process holding connections and threads). A child that dies is restarted with a growing delay
 (so a crash-looping app does not spin); SIGTERM/SIGINT are forwarded so every child stops
 gracefully, and a child still alive after its grace period is killed.
+
+With ``burst`` (``duly worker --burst --processes P``) every child drains and exits on its own:
+none is restarted, and the supervisor exits once all have, with the worst exit code.
 """
 
 from __future__ import annotations
@@ -25,12 +28,16 @@ _HEALTHY_AFTER = 30.0
 
 
 class Supervisor:
-    """Keeps ``processes`` copies of ``child_argv`` running until told to stop."""
+    """Keeps ``processes`` copies of ``child_argv`` running until told to stop (or, with
+    ``burst``, until every copy has exited)."""
 
-    def __init__(self, child_argv: Sequence[str], processes: int, grace: float) -> None:
+    def __init__(
+        self, child_argv: Sequence[str], processes: int, grace: float, *, burst: bool = False
+    ) -> None:
         self.child_argv = [sys.executable, "-m", "duly", *child_argv]
         self.processes = processes
         self.grace = grace
+        self.burst = burst
         self._stopping = False
         self._children: dict[int, tuple[subprocess.Popen[bytes], float]] = {}
         self._delay: dict[int, float] = {}
@@ -54,19 +61,24 @@ class Supervisor:
                 child.send_signal(signal.SIGTERM)
 
     def run(self) -> int:
-        """Supervise until a signal; returns the exit code."""
+        """Supervise until a signal (or the end of a burst); returns the exit code."""
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         for slot in range(self.processes):
             self._spawn(slot)
         restart_at: dict[int, float] = {}
-        while not self._stopping:
+        finished: set[int] = set()  # burst: slots whose child exited (never restarted)
+        while not self._stopping and len(finished) < self.processes:
             time.sleep(0.2)
             now = time.monotonic()
             for slot, (child, started) in list(self._children.items()):
                 code = child.poll()
-                if code is None or slot in restart_at or self._stopping:
+                if code is None or slot in restart_at or slot in finished or self._stopping:
                     continue  # (a child that exits because we are stopping is not a crash)
+                if self.burst:
+                    finished.add(slot)
+                    log.info("worker process %d (pid %d) exited with %s", slot, child.pid, code)
+                    continue
                 ran = now - started
                 delay = (
                     0.5
@@ -95,4 +107,11 @@ class Supervisor:
                 log.error("worker pid %d did not stop in time; killing it", child.pid)
                 child.kill()
                 child.wait()
-        return 0
+        if not self.burst:
+            return 0
+        return max(_exit_status(child.returncode) for child, _ in self._children.values())
+
+
+def _exit_status(returncode: int) -> int:
+    """A child's return code as a shell shows it (killed by signal N: 128 + N)."""
+    return 128 - returncode if returncode < 0 else returncode
