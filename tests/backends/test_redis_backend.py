@@ -19,7 +19,7 @@ import redis
 
 from duly.backends.redis import RedisBackend
 from duly.backends.redis.keys import Keyspace
-from duly.backends.redis.scripts import ENQUEUE_CHUNK
+from duly.backends.redis.scripts import ENQUEUE_CHUNK, AutoPipeline
 from duly.errors import BackendUnavailable
 from duly.ids import new_id
 from duly.records import JobFilter, NewJob, Outcome
@@ -174,6 +174,50 @@ def test_a_failing_chunk_raises_and_leaves_the_connection_usable(redis_url: str)
             await b._redis.delete(b.keys.unique)
             results = await enqueue(jobs)  # the first chunk had been stored: it dedupes
             assert [r.deduplicated for r in results] == [True] * ENQUEUE_CHUNK + [False] * 2
+
+    scenario(redis_url, body)
+
+
+def test_calls_of_one_loop_turn_share_one_round_trip(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[list[str]] = []
+    send = AutoPipeline._send
+
+    async def counting_send(client: object, batch: list[tuple[object, ...]]) -> list[object]:
+        sent.append([script.name for script, *_ in batch])  # type: ignore[attr-defined]
+        return await send(client, batch)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(AutoPipeline, "_send", staticmethod(counting_send))
+
+    async def body(b: RedisBackend) -> None:
+        await b.enqueue([job(), job()])
+        await b._redis.script_flush()  # the first flush meets NOSCRIPT: each call reloads
+        claimed, (moved, _), gone = await asyncio.gather(
+            b.claim("w", ["default"], 5, T0 + 1, T0 + 1 + LEASE),
+            b.promote_due(T0 + 1, 10),
+            b.heartbeat("w", [], T0 + 1, T0 + 1 + LEASE),
+        )
+        assert len(claimed) == 2 and moved == 0 and gone == []
+        assert sent[-1] == ["claim", "promote_due", "heartbeat"]
+        sent.clear()
+        applied, more = await asyncio.gather(
+            b.finish("w", [Outcome(claimed[0].id, "succeeded")], T0 + 2),
+            b.claim("w", ["default"], 5, T0 + 2, T0 + 2 + LEASE),
+        )
+        assert applied == [True] and more == []
+        assert sent == [["finish", "claim"]]
+        # An error reply fails its own call only.
+        await b._redis.set(b.keys.due, "not a zset")
+        failed, listed = await asyncio.gather(
+            b.promote_due(T0 + 3, 10),
+            b.list_jobs(JobFilter(), 10),
+            return_exceptions=True,
+        )
+        assert isinstance(failed, redis.ResponseError) and "WRONGTYPE" in str(failed)
+        assert isinstance(listed, list)
+        assert {r.id for r in listed} == {c.id for c in claimed}
+        await b._redis.delete(b.keys.due)
 
     scenario(redis_url, body)
 

@@ -166,7 +166,11 @@ class Worker:
         """Ask for a graceful stop (thread-safe)."""
         self._stop_requested = True
         if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._stopping.set)
+            self._loop.call_soon_threadsafe(self._set_stopping)
+
+    def _set_stopping(self) -> None:
+        self._stopping.set()
+        self._slot_freed.set()  # the fetch loop waits on it while every slot is taken
 
     @property
     def stopping(self) -> bool:
@@ -276,7 +280,10 @@ class Worker:
                 free = 0
             if free <= 0:
                 self._slot_freed.clear()
-                await self._wait_any(self._slot_freed.wait(), None)
+                # Waited on directly (a stop sets it too): the claim then goes out in the same
+                # loop turn as the report of the jobs that freed the slots, and the backend can
+                # send both in one round trip.
+                await self._slot_freed.wait()
                 # Jobs finishing together free their slots within a few loop iterations:
                 # let them, so one claim fills several slots instead of one claim per slot.
                 await asyncio.sleep(0)
@@ -659,4 +666,4 @@ class Worker:
             signal.Signals(signum).name,
             self.grace,
         )
-        self._stopping.set()
+        self._set_stopping()

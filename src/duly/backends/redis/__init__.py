@@ -152,6 +152,35 @@ def _record(job_id: str, flat: RawHash | dict[bytes, bytes]) -> JobRecord:
     )
 
 
+def _claimed(
+    job_id: bytes, row: list[Any], worker: str, now: float, lease_until: float
+) -> JobRecord:
+    """A claimed job's record from its claim.lua row (fields by position, see claim.lua)."""
+    task, queue, payload, attempts, max_attempts, key, priority, enqueued_at = row[:8]
+    scheduled_for, result, errors, lost, expire_at, rate_slot = row[8:]
+    return JobRecord(
+        id=job_id.decode(),
+        task=task.decode(),
+        queue=queue.decode(),
+        payload=payload or b"",
+        status="running",
+        attempts=attempts,
+        max_attempts=int(max_attempts),
+        key=None if key is None else key.decode(),
+        priority=0 if priority is None else int(priority),
+        enqueued_at=float(enqueued_at),
+        scheduled_for=None if scheduled_for is None else float(scheduled_for),
+        started_at=now,
+        result=result,
+        errors=errors,
+        worker=worker,
+        lease_until=lease_until,
+        lost=0 if lost is None else int(lost),
+        expire_at=None if expire_at is None else float(expire_at),
+        rate_slot=None if rate_slot is None else float(rate_slot),
+    )
+
+
 def _results(jobs: Sequence[NewJob], found: Sequence[bytes | None]) -> list[EnqueueResult]:
     """One ``EnqueueResult`` per job from the enqueue script's answer (see ``Scripts.enqueue``)."""
     return [
@@ -302,7 +331,8 @@ class RedisBackend:
             return []
         with self._guard("claim"):
             rows = await self._scripts.claim(self._redis, worker, queues, limit, now, lease_until)
-        return [_record(job_id.decode(), flat) for job_id, flat in rows]
+        now, lease_until = float(now), float(lease_until)
+        return [_claimed(job_id, row, worker, now, lease_until) for job_id, row in rows]
 
     async def heartbeat(
         self, worker: str, job_ids: Sequence[str], now: float, lease_until: float

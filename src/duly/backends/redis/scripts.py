@@ -12,6 +12,7 @@ into records is the backend's job.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Awaitable, Iterator, Sequence
 from importlib import resources
@@ -24,7 +25,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from duly.backends.redis.keys import Keyspace
 from duly.records import NewJob, Outcome, RateRequest
 
-__all__ = ["ENQUEUE_CHUNK", "Script", "Scripts"]
+__all__ = ["ENQUEUE_CHUNK", "AutoPipeline", "Script", "Scripts"]
 
 #: Jobs per enqueue script call; a bigger batch is sent as several calls in one pipeline.
 ENQUEUE_CHUNK: Final = 500
@@ -75,6 +76,90 @@ def _opt(value: float | None) -> Value:
     return "" if value is None else value
 
 
+class AutoPipeline:
+    """Script calls made in the same event-loop turn travel to Redis together: one write, one
+    round trip (as ioredis's and Lettuce's auto-pipelining). A worker's finish and claim wake
+    together when jobs end, so each such pair costs one round trip instead of two; each
+    call still runs as its own script, atomically, in the order made.
+
+    The first call of a turn schedules a flush task; calls made before it runs join it. A
+    connection error fails every call of the flush (after the client's retries: a repeated
+    call is safe, as for any retried call); an error reply fails its own call only.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[Script, Sequence[str], Sequence[Value], asyncio.Future[Any]]]
+        self._pending = []
+        self._flushes: set[asyncio.Task[None]] = set()
+
+    def call(
+        self, client: Redis, script: Script, keys: Sequence[str], args: Sequence[Value]
+    ) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        if not self._pending:
+            flush = loop.create_task(self._flush(client))
+            self._flushes.add(flush)
+            flush.add_done_callback(self._flushes.discard)
+        self._pending.append((script, keys, args, future))
+        return future
+
+    async def _flush(self, client: Redis) -> None:
+        batch, self._pending = self._pending, []
+        try:
+            replies = await self._send(client, batch)
+        except BaseException as error:
+            for *_, future in batch:
+                if future.done():
+                    continue
+                if isinstance(error, Exception):
+                    future.set_exception(error)
+                else:
+                    future.cancel()
+            if not isinstance(error, Exception):
+                raise
+            return
+        for (script, keys, args, future), reply in zip(batch, replies, strict=True):
+            if future.done():
+                continue  # its caller is gone (cancelled)
+            if isinstance(reply, NoScriptError):
+                try:
+                    reply = await script(client, keys, args)  # loads, then runs
+                except Exception as error:
+                    reply = error
+            if isinstance(reply, Exception):
+                future.set_exception(reply)
+            else:
+                future.set_result(reply)
+
+    @staticmethod
+    async def _send(
+        client: Redis,
+        batch: list[tuple[Script, Sequence[str], Sequence[Value], asyncio.Future[Any]]],
+    ) -> list[Any]:
+        pool: Any = client.connection_pool  # redis-py leaves pools and connections untyped
+        conn = await pool.get_connection()
+        commands = [
+            ("EVALSHA", script.sha, len(keys), *keys, *args) for script, keys, args, _ in batch
+        ]
+
+        async def send_all() -> list[Any]:
+            await conn.send_packed_command(conn.pack_commands(commands))
+            return [await _reply(conn.read_response()) for _ in commands]
+
+        async def disconnect(_error: Exception) -> None:
+            await conn.disconnect()
+
+        try:
+            replies: list[Any] = await conn.retry.call_with_retry(send_all, disconnect)
+            return replies
+        except BaseException:
+            await conn.disconnect()
+            raise
+        finally:
+            await pool.release(conn)
+
+
 class Scripts:
     """Typed calls of every script for one keyspace."""
 
@@ -104,6 +189,13 @@ class Scripts:
             self.list_script,
             self.rate_script,
         )
+
+        self.pipeline = AutoPipeline()
+
+    async def _call(
+        self, script: Script, client: Redis, keys: Sequence[str], args: Sequence[Value]
+    ) -> Any:
+        return await self.pipeline.call(client, script, keys, args)
 
     async def load(self, client: Redis) -> None:
         for script in self.all:
@@ -259,9 +351,11 @@ class Scripts:
         limit: int,
         now: float,
         lease_until: float,
-    ) -> list[tuple[bytes, RawHash]]:
+    ) -> list[tuple[bytes, list[Any]]]:
+        """Per claimed job: its id and its fields by position (see claim.lua)."""
         k = self.keys
-        reply = await self.claim_script(
+        reply = await self._call(
+            self.claim_script,
             client,
             (k.running, k.queue_counts, k.unique),
             [k.prefix, worker, limit, float(now), float(lease_until), *queues],
@@ -272,7 +366,8 @@ class Scripts:
         self, client: Redis, worker: str, job_ids: Sequence[str], now: float, lease_until: float
     ) -> list[bytes]:
         k = self.keys
-        reply: list[bytes] = await self.heartbeat_script(
+        reply: list[bytes] = await self._call(
+            self.heartbeat_script,
             client,
             (k.running, k.workers),
             [k.prefix, worker, float(now), float(lease_until), *job_ids],
@@ -295,7 +390,8 @@ class Scripts:
                 _opt(o.expire_at),
                 _opt(o.rate_slot),
             )
-        reply = await self.finish_script(
+        reply = await self._call(
+            self.finish_script,
             client,
             (
                 k.running,
@@ -312,8 +408,11 @@ class Scripts:
 
     async def promote_due(self, client: Redis, now: float, limit: int) -> tuple[int, bytes | None]:
         k = self.keys
-        moved, first = await self.promote_script(
-            client, (k.due, k.queue_counts), [k.prefix, float(now), limit, k.wake]
+        moved, first = await self._call(
+            self.promote_script,
+            client,
+            (k.due, k.queue_counts),
+            [k.prefix, float(now), limit, k.wake],
         )
         return int(moved), first
 
@@ -322,7 +421,8 @@ class Scripts:
     ) -> list[tuple[bytes, bool]]:
         k = self.keys
         minute = int(now // 60)
-        reply = await self.recover_script(
+        reply = await self._call(
+            self.recover_script,
             client,
             (
                 k.running,
@@ -347,7 +447,8 @@ class Scripts:
 
     async def cancel(self, client: Redis, job_id: str, now: float, expire_at: float | None) -> bool:
         k = self.keys
-        reply = await self.cancel_script(
+        reply = await self._call(
+            self.cancel_script,
             client,
             (k.running, k.due, k.expiry, k.queue_counts, k.unique),
             [k.prefix, job_id, float(now), _opt(expire_at), k.wake],
@@ -356,8 +457,8 @@ class Scripts:
 
     async def retry(self, client: Redis, job_id: str, now: float) -> bool:
         k = self.keys
-        reply = await self.retry_script(
-            client, (k.expiry, k.unique), [k.prefix, job_id, k.wake, float(now)]
+        reply = await self._call(
+            self.retry_script, client, (k.expiry, k.unique), [k.prefix, job_id, k.wake, float(now)]
         )
         return bool(reply == 1)
 
@@ -367,12 +468,13 @@ class Scripts:
         args: list[Value] = [self.keys.prefix, float(now)]
         for r in requests:
             args += (r.key, float(r.interval), r.burst, float(r.not_before))
-        reply: list[bytes] = await self.rate_script(client, (), args)
+        reply: list[bytes] = await self._call(self.rate_script, client, (), args)
         return reply
 
     async def purge(self, client: Redis, now: float, limit: int, counter_cutoff: float) -> int:
         k = self.keys
-        reply = await self.purge_script(
+        reply = await self._call(
+            self.purge_script,
             client,
             (k.expiry, k.all, k.counter_minutes, k.workers, k.worker_info),
             [k.prefix, float(now), limit, float(counter_cutoff), float(now - 86_400)],
@@ -390,7 +492,8 @@ class Scripts:
         task: str | None,
         queue: str | None,
     ) -> list[tuple[bytes, RawHash]]:
-        reply = await self.list_script(
+        reply = await self._call(
+            self.list_script,
             client,
             (index,),
             [

@@ -3,14 +3,15 @@
 -- KEYS[1] running zset     KEYS[2] queue counts     KEYS[3] unique holds hash (`u`)
 -- ARGV[1] prefix   ARGV[2] worker   ARGV[3] limit   ARGV[4] now   ARGV[5] lease_until
 -- ARGV[6..] queue names, in the order to try them
--- Returns {id, fields, id, fields, ...}: each job's hash (flat, as HGETALL) after the change.
+-- Returns {id, row, id, row, ...}: each job's fields after the change, by position (nil when
+-- absent): t, q, p, a, m, k, r, e, d, o, x, n, z, y (the caller knows s, b, w and l, and that
+-- f is gone). One HMGET per job is the only read.
 --
 -- Each claimed job leaves its ready zset (ZPOPMIN: best score first) and enters `run` scored
 -- by lease_until, with status `running`, attempts + 1, started_at (b) = now, worker (w),
 -- lease_until (l); finished_at (f) is removed; result (o) is kept (the previous run's, for a job
 -- that runs `again`). A popped id whose hash is not `queued` (a stale entry) is dropped from the
--- ready zset and not returned. The returned fields are built here from the one HGETALL taken
--- before the change (no second read).
+-- ready zset and not returned.
 --
 -- Gates: a popped job with a gate (g) whose running set already has G members is parked
 -- instead: moved to gw:<gate> with its ready score, still `queued`, counted in `<queue> SEP w`,
@@ -22,7 +23,6 @@
 -- stops after it. Jobs popped but not taken go back with their scores unchanged.
 local want = tonumber(ARGV[3])
 local worker, now, lease_until = ARGV[2], ARGV[4], ARGV[5]
-local REPLACED = {s = true, a = true, b = true, w = true, l = true, f = true}
 local out = {}
 local running = {}
 local counts = {}
@@ -41,26 +41,10 @@ for qi = 6, #ARGV do
         redis.call('ZADD', rk, popped[i + 1], id)
       else
         local jk = job_key(id)
-        local h = redis.call('HGETALL', jk)
-        local status, attempts, lost, stale = nil, 0, 0, false
-        local gate, gate_limit, hold, until_start = nil, 0, nil, false
-        local fields = {}
-        for j = 1, #h, 2 do
-          local name = h[j]
-          if name == 's' then status = h[j + 1]
-          elseif name == 'a' then attempts = tonumber(h[j + 1]) or 0
-          elseif name == 'n' then lost = tonumber(h[j + 1]) or 0
-          elseif name == 'f' then stale = true
-          elseif name == 'g' then gate = h[j + 1]
-          elseif name == 'G' then gate_limit = tonumber(h[j + 1]) or 0
-          elseif name == 'u' then hold = h[j + 1]
-          elseif name == 'U' then until_start = true
-          end
-          if not REPLACED[name] then
-            fields[#fields + 1] = name
-            fields[#fields + 1] = h[j + 1]
-          end
-        end
+        local h = redis.call('HMGET', jk, 't', 'q', 'p', 'a', 'm', 'k', 'r', 'e', 'd', 'o', 'x',
+          'n', 'z', 'y', 's', 'f', 'g', 'G', 'u', 'U')
+        local status, attempts, lost = h[15], tonumber(h[4]) or 0, tonumber(h[12]) or 0
+        local gate, gate_limit, hold = h[17], tonumber(h[18]) or 0, h[19]
         if status == 'queued' and lost > 0 and #out > 0 then
           redis.call('ZADD', rk, popped[i + 1], id)
           done = true
@@ -72,17 +56,12 @@ for qi = 6, #ARGV do
           attempts = attempts + 1
           redis.call('HSET', jk, 's', 'running', 'a', attempts, 'b', now, 'w', worker,
             'l', lease_until)
-          if stale then redis.call('HDEL', jk, 'f') end
+          if h[16] then redis.call('HDEL', jk, 'f') end
           if gate then redis.call('SADD', gate_running_key(gate), id) end
-          if hold and until_start then end_hold(KEYS[3], id, hold, false) end
-          local n = #fields
-          fields[n + 1], fields[n + 2] = 's', 'running'
-          fields[n + 3], fields[n + 4] = 'a', tostring(attempts)
-          fields[n + 5], fields[n + 6] = 'b', now
-          fields[n + 7], fields[n + 8] = 'w', worker
-          fields[n + 9], fields[n + 10] = 'l', lease_until
+          if hold and h[20] then end_hold(KEYS[3], id, hold, false) end
           out[#out + 1] = id
-          out[#out + 1] = fields
+          out[#out + 1] = {h[1], h[2], h[3], attempts, h[5], h[6], h[7], h[8], h[9], h[10], h[11],
+            h[12], h[13], h[14]}
           running[#running + 1] = lease_until
           running[#running + 1] = id
           want = want - 1
