@@ -7,6 +7,7 @@ has (files, WAL, BEGIN IMMEDIATE, data_version polling) and the races across pro
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import sqlite3
 import subprocess
@@ -15,19 +16,21 @@ import textwrap
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
 import duly.backends.sqlite._connection as sqlite_connection
+import duly.backends.sqlite._thread as sqlite_thread
 from duly.backends import backend_from_url
 from duly.backends._sql import load_migrations, load_queries
 from duly.backends.base import Backend
 from duly.backends.sqlite import SqliteBackend
 from duly.errors import BackendUnavailable, ConfigurationError
 from duly.ids import new_id
-from duly.records import JobFilter, NewJob, Outcome
+from duly.records import EnqueueResult, JobFilter, NewJob, Outcome
 
 T = TypeVar("T")
 NOW = 1_700_000_000.0
@@ -418,6 +421,7 @@ def test_hot_queries_use_their_partial_indexes(db: Path) -> None:
     }  # fmt: skip
     expected = {
         "claim": "jobs_claim",
+        "claim_candidates": "jobs_claim",
         "promote_due": "jobs_due",
         "next_due": "jobs_due",
         "lapsed": "jobs_lease",
@@ -610,3 +614,167 @@ def test_concurrent_first_opens_migrate_once(db: Path) -> None:
     applied_count = conn.execute("SELECT count(*) FROM duly_migrations").fetchone()[0]
     assert applied_count == len(load_migrations("duly.backends.sqlite"))
     conn.close()
+
+
+# -- the backend's thread: group commit, checkpoints, the claim's fast path --------------------
+def test_transactions_queued_together_share_a_commit_and_fail_alone(db: Path) -> None:
+    async def scenario(b: SqliteBackend) -> None:
+        assert b._thread is not None
+        release = threading.Event()
+        blocked = asyncio.ensure_future(b._run(lambda conn: release.wait(5), "block"))
+        await asyncio.sleep(0.05)  # the thread is now busy: what follows queues up
+
+        def broken(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO jobs (id) VALUES ('x')")  # violates NOT NULL
+
+        a, c = job(), job()
+        commits = b._thread._commits
+        calls = [
+            asyncio.ensure_future(b.enqueue([a])),
+            asyncio.ensure_future(b._transaction(broken, "broken")),
+            asyncio.ensure_future(b.enqueue([c])),
+        ]
+        await asyncio.sleep(0.05)
+        release.set()
+        await blocked
+        first, failed, last = await asyncio.gather(*calls, return_exceptions=True)
+        assert isinstance(failed, sqlite3.IntegrityError)
+        assert first == [EnqueueResult(a.id)] and last == [EnqueueResult(c.id)]
+        assert await b.get_job(a.id) is not None and await b.get_job(c.id) is not None
+        # the group rolled back, then each call ran alone: two commits, not three
+        assert b._thread._commits == commits + 2
+
+        # without a failure, calls queued together commit once
+        release.clear()
+        blocked = asyncio.ensure_future(b._run(lambda conn: release.wait(5), "block"))
+        await asyncio.sleep(0.05)
+        commits = b._thread._commits
+        more = [asyncio.ensure_future(b.enqueue([job()])) for _ in range(3)]
+        await asyncio.sleep(0.05)
+        release.set()
+        await blocked
+        await asyncio.gather(*more)
+        assert b._thread._commits == commits + 1
+        assert sum(s.queued for s in await b.queue_stats()) == 5
+
+    with_backend(db, scenario)
+
+
+def test_a_checkpointer_thread_checkpoints_beside_the_writer(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_thread, "CHECKPOINT_EVERY", 2)
+
+    async def scenario() -> None:
+        backend = SqliteBackend(f"sqlite:///{db}")
+        await backend.open()
+        thread = backend._thread
+        assert thread is not None and thread._checkpointer is not None
+        checkpointer = thread._checkpointer
+        pages = await backend._run(
+            lambda c: c.execute("PRAGMA wal_autocheckpoint").fetchone(), "read"
+        )
+        assert pages == (sqlite_connection.WAL_AUTOCHECKPOINT,)
+        for _ in range(4):
+            await backend.enqueue([job()])
+        for _ in range(200):
+            if checkpointer.checkpoints:
+                break
+            await asyncio.sleep(0.01)
+        assert checkpointer.checkpoints >= 1
+        await backend.close()
+        assert checkpointer._thread is not None
+        checkpointer._thread.join(5)
+        assert not checkpointer._thread.is_alive()
+
+    asyncio.run(scenario())
+
+
+def test_a_backend_dropped_without_close_stops_its_thread(db: Path) -> None:
+    async def scenario() -> threading.Thread:
+        backend = SqliteBackend(f"sqlite:///{db}")
+        await backend.enqueue([job()])
+        assert backend._thread is not None
+        thread = backend._thread._thread
+        del backend
+        gc.collect()
+        return thread
+
+    thread = asyncio.run(scenario())
+    thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_plain_claims_take_the_fast_path_until_a_gate_shows(db: Path) -> None:
+    async def scenario(b: SqliteBackend) -> None:
+        plain = [job(), job(priority=3)]
+        await b.enqueue(plain)
+        # a job that lost its worker before: alone, first of its claim
+        [lost] = await b.claim("w", ["default"], 1, NOW, NOW + 1)
+        assert [r.requeued for r in await b.recover(NOW + 2, 3, 10, NOW + 99)] == [True]
+        claimed = await b.claim("w", ["default"], 5, NOW + 3, NOW + 30)
+        assert [j.id for j in claimed] == [lost.id] and claimed[0].lost == 1
+        assert b._gated_queues == set()
+        # the records built by the fast path are the stored rows
+        rest = await b.claim("w", ["default"], 5, NOW + 3, NOW + 30)
+        for record in claimed + rest:
+            assert record == await b.get_job(record.id)
+            times = (record.enqueued_at, record.scheduled_for, record.started_at)
+            assert all(type(t) is float for t in times)
+
+        gated = replace(job(), gate="g", gate_limit=1)
+        gated2 = replace(job(), gate="g", gate_limit=1)
+        await b.enqueue([gated, gated2, job()])
+        got = await b.claim("w", ["default"], 5, NOW + 4, NOW + 30)
+        assert len(got) == 2 and got[0].id == gated.id  # gated2 parked
+        assert b._gated_queues == {"default"}
+        assert await b.finish("w", [Outcome(gated.id, "succeeded")], NOW + 5) == [True]
+        [unparked] = await b.claim("w", ["default"], 5, NOW + 6, NOW + 30)
+        assert unparked.id == gated2.id
+        assert await b.claim("w", ["default"], 5, NOW + 6, NOW + 30) == []
+        assert b._gated_queues == {"default"}
+        await b.enqueue([job()])
+        assert len(await b.claim("w", ["default"], 5, NOW + 7, NOW + 30)) == 1
+        assert b._gated_queues == set()  # only plain jobs taken: the fast path again
+
+    with_backend(db, scenario)
+
+
+def test_finish_batches_beyond_one_statement(db: Path) -> None:
+    """More outcomes of one kind than one batched statement binds, every kind at once."""
+
+    async def scenario(b: SqliteBackend) -> None:
+        jobs = [job() for _ in range(300)]
+        await b.enqueue(jobs)
+        ids = [j.id for j in await b.claim("w", ["default"], 300, NOW, NOW + 30)]
+        assert len(ids) == 300
+        errors = b'[{"type":"E","message":"m","traceback":"","at":1,"attempt":1}]'
+        kinds: list[Outcome] = []
+        for i, job_id in enumerate(ids):
+            if i < 200:
+                result = str(i).encode()
+                kinds.append(Outcome(job_id, "succeeded", result=result, expire_at=NOW + i))
+            elif i < 250:
+                kinds.append(Outcome(job_id, "failed", errors=errors, expire_at=NOW + 9))
+            elif i < 270:
+                kinds.append(Outcome(job_id, "retry", errors=errors, run_at=NOW + 5))
+            elif i < 285:
+                kinds.append(Outcome(job_id, "release"))
+            else:
+                kinds.append(Outcome(job_id, "release", run_at=NOW + 60))
+        assert await b.finish("w", [*kinds, kinds[0]], NOW + 1) == [True] * 300 + [False]
+        got = [await b.get_job(j) for j in ids]
+        assert [r.status if r else None for r in got] == (
+            ["succeeded"] * 200 + ["failed"] * 50 + ["retrying"] * 20
+            + ["queued"] * 15 + ["scheduled"] * 15
+        )  # fmt: skip
+        first = got[199]
+        assert first is not None and first.result == b"199" and first.expire_at == NOW + 199
+        assert first.finished_at == NOW + 1 and first.lease_until is None
+        retried = got[260]
+        assert retried is not None and retried.scheduled_for == NOW + 5
+        assert retried.errors == errors and retried.worker is None
+        [row] = await b.stats(NOW - 60)
+        assert (row.succeeded, row.failed, row.retried) == (200, 50, 20)
+
+    with_backend(db, scenario)

@@ -1,14 +1,20 @@
 """The SQLite backend: duly's embedded default, safe for several processes on one machine.
 
-Every instance owns one connection, created and used only on one dedicated thread (a
-single-thread executor), so the event loop never waits on SQLite; a worker that waits for work
-adds a watcher thread with its own connection (see ``wait_for_work``). The connection is in
-autocommit mode (``isolation_level=None``) and every state change is one explicit
-``BEGIN IMMEDIATE`` transaction: the write lock is taken before the first read, so two
-processes can never claim, finish or recover the same job. The database runs in WAL mode
-(readers never block the writer) with ``synchronous=NORMAL`` (durable against process crashes;
-a power cut may lose the last commits) and a 10 s ``busy_timeout``, beyond which a locked
-database is reported as ``BackendUnavailable``.
+Every instance owns one connection, created and used only on one dedicated thread (``_thread``),
+so the event loop never waits on SQLite; a worker that waits for work adds a watcher thread with
+its own connection (see ``wait_for_work``), and a busy writer a checkpointer thread with its own
+(``_connection.Checkpointer``). The connection is in autocommit mode (``isolation_level=None``)
+and every state change runs inside an explicit ``BEGIN IMMEDIATE`` transaction: the write lock
+is taken before the first read, so two processes can never claim, finish or recover the same
+job. State changes queued together (a worker's finish and its next claim) share one transaction
+(group commit, see ``_thread``). The database runs in WAL mode (readers never block the writer)
+with ``synchronous=NORMAL`` (durable against process crashes; a power cut may lose the last
+commits) and a 10 s ``busy_timeout``, beyond which a locked database is reported as
+``BackendUnavailable``.
+
+Hot statements fetch few rows: each SQLite step releases and retakes the GIL, which costs a
+wait whenever the event loop's thread is busy, so finish reads the jobs it applies to as one
+JSON row and updates each kind of outcome in one statement over a VALUES list.
 
 SQL lives in ``queries.sql`` (named queries) and ``migrations/`` (applied by ``migrate()``); the
 concurrency primitives (unique holds, gates, rate slots) in ``_concurrency``.
@@ -18,26 +24,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import math
 import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, TypeVar
 
 from duly.backends._sql import load_migrations, load_queries
 from duly.backends.sqlite import _concurrency, _connection
 from duly.backends.sqlite._connection import (
     ChangeWatcher,
+    Checkpointer,
     connect,
     is_unavailable,
     path_from_url,
     statements,
     unavailable,
 )
+from duly.backends.sqlite._thread import SqliteThread
 from duly.errors import BackendUnavailable, ConfigurationError
 from duly.records import (
     EnqueueResult,
@@ -63,8 +72,47 @@ _QUERIES: Final = load_queries(__name__)
 _STATS_KIND: Final = {"succeeded": 0, "again": 0, "failed": 1, "retry": 2}
 
 
+#: The most rows one batched statement binds: 4 values each at most, so 512 parameters, within
+#: even the 999 that SQLite builds before 3.32 allowed by default.
+_MAX_ROWS: Final = 128
+
+
+@functools.cache
+def _batched(name: str, rows: int, width: int) -> str:
+    """Query ``name`` with ``rows`` VALUES rows of ``width`` parameters (see queries.sql)."""
+    values = ", ".join(["(" + ", ".join("?" * width) + ")"] * rows)
+    return _QUERIES[name].replace("/* rows */", values)
+
+
 def _record(row: Row) -> JobRecord:
     return JobRecord(*row[:20])
+
+
+def _migrate(conn: sqlite3.Connection) -> list[int]:
+    """Apply the pending migrations in one transaction; the versions applied."""
+    migrations = load_migrations(__name__)
+
+    def apply(conn: sqlite3.Connection) -> list[int]:
+        conn.execute(_QUERIES["migrations_table"])
+        done = {row[0] for row in conn.execute(_QUERIES["migrations_applied"])}
+        applied = []
+        for migration in migrations:
+            if migration.version in done:
+                continue
+            for statement in statements(migration.sql):
+                conn.execute(statement)
+            conn.execute(
+                _QUERIES["migration_record"],
+                {"version": migration.version, "title": migration.title, "applied_at": time.time()},
+            )
+            applied.append(migration.version)
+        return applied
+
+    return SqliteBackend._write(conn, apply)
+
+
+def _opened(conn: sqlite3.Connection) -> None:
+    """Nothing: the backend's thread opened (and migrated) ``conn`` to pass it here."""
 
 
 class SqliteBackend:
@@ -78,8 +126,7 @@ class SqliteBackend:
             )
         self.url = url
         self.path = path_from_url(url)
-        self._executor: ThreadPoolExecutor | None = None
-        self._conn: sqlite3.Connection | None = None
+        self._thread: SqliteThread | None = None
         self._open_lock = threading.Lock()
         self._local = threading.local()  # per-thread connections of the blocking calls
         self._thread_connections: list[sqlite3.Connection] = []
@@ -90,6 +137,8 @@ class SqliteBackend:
         self._local_changes = 0
         self._claim_local_changes = 0
         self._waiters: set[asyncio.Future[None]] = set()
+        #: Queues whose last claim met a gated job: their claims take the claim statement.
+        self._gated_queues: set[str] = set()
 
     def __repr__(self) -> str:
         return f"SqliteBackend({self.url!r})"
@@ -98,30 +147,27 @@ class SqliteBackend:
     def _unavailable(self, exc: sqlite3.Error, doing: str) -> BackendUnavailable:
         return unavailable(exc, self.path, doing, _connection.BUSY_TIMEOUT_MS)
 
-    async def _run(self, fn: Callable[[sqlite3.Connection], T], doing: str) -> T:
-        """Run ``fn(connection)`` on the backend's thread; map an unusable database."""
-        executor = self._executor
-        if executor is None:
+    async def _run(
+        self, fn: Callable[[sqlite3.Connection], T], doing: str, *, write: bool = False
+    ) -> T:
+        """Run ``fn(connection)`` on the backend's thread, inside one write transaction if
+        ``write`` (see ``_thread``); map an unusable database."""
+        thread = self._thread
+        if thread is None:
             await self.open()
-            executor = self._executor
-            assert executor is not None
-        loop = asyncio.get_running_loop()
+            thread = self._thread
+            assert thread is not None
         try:
-            future = loop.run_in_executor(executor, self._call, fn)
-        except RuntimeError as exc:  # executor shut down by a concurrent close()
+            future = thread.submit(fn, write=write)
+        except RuntimeError as exc:  # thread closed by a concurrent close()
             raise BackendUnavailable(f"SQLite backend for {self.path!r} is closed") from exc
         try:
-            return await future
+            result: T = await future
         except sqlite3.Error as exc:
             if is_unavailable(exc):
                 raise self._unavailable(exc, doing) from exc
             raise
-
-    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self._conn is None:  # an earlier open failed (file unreachable): try again
-            self._open_on_thread()
-            assert self._conn is not None
-        return fn(self._conn)
+        return result
 
     @staticmethod
     def _write(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -138,84 +184,62 @@ class SqliteBackend:
         return result
 
     async def _transaction(self, fn: Callable[[sqlite3.Connection], T], doing: str) -> T:
-        return await self._run(lambda conn: self._write(conn, fn), doing)
-
-    def _open_on_thread(self) -> list[int]:
-        if self._conn is None:
-            conn = connect(self.path, _connection.BUSY_TIMEOUT_MS)
-            try:
-                applied = self._migrate_on_thread(conn)
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
-            return applied
-        return self._migrate_on_thread(self._conn)
+        """Run ``fn`` in a BEGIN IMMEDIATE transaction (shared with the other transactions
+        queued at the same time, see ``_thread``: ``fn`` must only act through the connection
+        it is given, so that it can run again should the shared transaction roll back)."""
+        return await self._run(fn, doing, write=True)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def open(self) -> None:
         """Open the connection (on the backend's thread) and apply pending migrations."""
         with self._open_lock:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(1, thread_name_prefix="duly-sqlite")
-            executor = self._executor
-        loop = asyncio.get_running_loop()
+            if self._thread is None:
+                self._thread = SqliteThread(self._opener(self.path), Checkpointer(self.path))
+                weakref.finalize(self, self._thread.stop_soon)
+            thread = self._thread
         try:
-            await loop.run_in_executor(executor, self._open_on_thread)
+            await thread.submit(_opened, write=False)
+        except RuntimeError as exc:  # closed meanwhile
+            raise BackendUnavailable(f"SQLite backend for {self.path!r} is closed") from exc
         except sqlite3.Error as exc:
             if is_unavailable(exc):
                 raise self._unavailable(exc, "opening") from exc
             raise
 
+    @staticmethod
+    def _opener(path: str) -> Callable[[], sqlite3.Connection]:
+        """Opens a migrated connection to ``path`` (a closure holding no backend: a backend
+        dropped without close() lets its thread stop, see open())."""
+
+        def open_connection() -> sqlite3.Connection:
+            conn = connect(path, _connection.BUSY_TIMEOUT_MS)
+            try:
+                # Its Checkpointer checkpoints (see there); past this many pages, it does.
+                conn.execute(f"PRAGMA wal_autocheckpoint = {_connection.WAL_AUTOCHECKPOINT}")
+                _migrate(conn)
+            except BaseException:
+                conn.close()
+                raise
+            return conn
+
+        return open_connection
+
     async def close(self) -> None:
-        """Close the connection and stop the thread. Idempotent."""
+        """Close the connection and stop the thread (once the calls queued before ran).
+        Idempotent."""
         with self._open_lock:
-            executor, self._executor = self._executor, None
+            thread, self._thread = self._thread, None
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher, self._claim_generation = None, None
-        if executor is None:
+        if thread is None:
             return
-
-        def shut() -> None:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-        loop = asyncio.get_running_loop()
-        try:
-            await loop.run_in_executor(executor, shut)
-        finally:
-            executor.shutdown(wait=False)
+        with contextlib.suppress(RuntimeError):  # already closing
+            await thread.close()
 
     async def migrate(self) -> list[int]:
         """Apply pending migrations in one transaction; return the versions applied."""
-        return await self._run(self._migrate_on_thread, "migrating")
-
-    def _migrate_on_thread(self, conn: sqlite3.Connection) -> list[int]:
-        migrations = load_migrations(__name__)
-
-        def apply(conn: sqlite3.Connection) -> list[int]:
-            conn.execute(_QUERIES["migrations_table"])
-            done = {row[0] for row in conn.execute(_QUERIES["migrations_applied"])}
-            applied = []
-            for migration in migrations:
-                if migration.version in done:
-                    continue
-                for statement in statements(migration.sql):
-                    conn.execute(statement)
-                conn.execute(
-                    _QUERIES["migration_record"],
-                    {
-                        "version": migration.version,
-                        "title": migration.title,
-                        "applied_at": time.time(),
-                    },
-                )
-                applied.append(migration.version)
-            return applied
-
-        return self._write(conn, apply)
+        return await self._run(_migrate, "migrating")
 
     async def ping(self) -> None:
         """Read the database file; raise BackendUnavailable if it cannot be read."""
@@ -314,7 +338,7 @@ class SqliteBackend:
         if conn is None or getattr(self._local, "pid", None) != os.getpid():
             conn = connect(self.path, _connection.BUSY_TIMEOUT_MS)
             try:
-                self._migrate_on_thread(conn)
+                _migrate(conn)
             except BaseException:
                 conn.close()
                 raise
@@ -338,35 +362,52 @@ class SqliteBackend:
     ) -> list[JobRecord]:
         """Take up to ``limit`` queued jobs, ``queues`` in order, in one transaction; park the
         jobs found with their gate full."""
-
-        def claim(conn: sqlite3.Connection) -> tuple[int, list[JobRecord]]:
-            version = conn.execute(_QUERIES["data_version"]).fetchone()[0]
-            claimed: list[JobRecord] = []
-            if limit > 0 and queues:
-                claimed = self._write(
-                    conn, lambda c: self._claim(c, worker, queues, limit, now, lease_until)
-                )
-            return version, claimed
-
         local = self._local_changes
         generation = None if self._watcher is None else self._watcher.generation
-        version, claimed = await self._run(claim, "claim")
+        if limit > 0 and queues:
+            version, claimed = await self._transaction(
+                lambda conn: self._claim(conn, worker, queues, limit, now, lease_until), "claim"
+            )
+        else:
+            version, claimed = await self._run(self._data_version, "claim"), []
         self._claim_version, self._claim_local_changes = version, local
         self._claim_generation = generation
         return claimed
 
-    @staticmethod
     def _claim(
+        self,
         conn: sqlite3.Connection,
         worker: str,
         queues: Sequence[str],
         limit: int,
         now: float,
         lease_until: float,
-    ) -> list[JobRecord]:
+    ) -> tuple[int, list[JobRecord]]:
+        """The claim transaction's body: (data_version, claimed jobs in claim order).
+
+        Plain jobs (no gate) take the fast path: read the candidates (claim_candidates), start
+        them (claim_start) and build their records here. A queue whose candidates include a
+        gated job takes the claim statement, which decides which to start and which to park;
+        it keeps taking it (``_gated_queues``) until that statement takes only plain jobs.
+        """
         claimed: list[JobRecord] = []
+        version: int | None = None
         for queue in dict.fromkeys(queues):
             while len(claimed) < limit:
+                if queue not in self._gated_queues:
+                    rows = conn.execute(
+                        _QUERIES["claim_candidates"],
+                        {"queue": queue, "limit": limit - len(claimed)},
+                    ).fetchall()
+                    if rows and version is None:
+                        version = rows[0][21]
+                    if all(row[20] is None for row in rows):
+                        lead = not claimed
+                        claimed.extend(self._start(conn, rows, lead, worker, now, lease_until))
+                        if claimed and claimed[0].lost > 0:
+                            return self._version(conn, version), claimed  # alone, see below
+                        break  # nothing parked: this queue gave what it had
+                    self._gated_queues.add(queue)
                 rows = conn.execute(
                     _QUERIES["claim"],
                     {
@@ -378,15 +419,66 @@ class SqliteBackend:
                         "lease_until": lease_until,
                     },
                 ).fetchall()
+                if rows and all(row[21] is None for row in rows):
+                    self._gated_queues.discard(queue)
                 started = [row for row in rows if row[4] == "running"]  # the others parked
                 started.sort(key=lambda row: (-row[8], row[20], row[0]))
                 claimed.extend(_record(row) for row in started)
                 if claimed and claimed[0].lost > 0:
-                    return claimed  # a job that lost a worker before runs alone in its claim
+                    # A job that lost a worker before runs alone in its claim.
+                    return self._version(conn, version), claimed
                 if len(started) == len(rows):
                     break  # nothing parked: this queue gave what it had
                 # Parked jobs left the ready index: look at the ones behind them.
-        return claimed
+        return self._version(conn, version), claimed
+
+    @staticmethod
+    def _start(
+        conn: sqlite3.Connection,
+        rows: list[Row],
+        may_lead: bool,
+        worker: str,
+        now: float,
+        lease_until: float,
+    ) -> list[JobRecord]:
+        """Start plain candidate ``rows`` (claim order) as the claim statement would: up to the
+        first one that lost a worker before, which is taken only alone, as the first job of the
+        claim (``may_lead``)."""
+        take = rows
+        for i, row in enumerate(rows):
+            if row[17] > 0:  # lost
+                take = rows[:1] if i == 0 and may_lead else rows[:i]
+                break
+        if not take:
+            return []
+        started_at, until = float(now), float(lease_until)
+        conn.execute(
+            _QUERIES["claim_start"],
+            {
+                "ids": json.dumps([row[0] for row in take]),
+                "now": started_at,
+                "worker": worker,
+                "lease_until": until,
+            },
+        )
+        # fmt: off
+        return [
+            JobRecord(
+                row[0], row[1], row[2], row[3], "running", row[5] + 1, row[6], row[7], row[8],
+                row[9], row[10], started_at, None, row[13], row[14], worker, until, row[17],
+                row[18], row[19],
+            )
+            for row in take
+        ]
+        # fmt: on
+
+    @staticmethod
+    def _version(conn: sqlite3.Connection, version: int | None) -> int:
+        """``version`` if a candidate row carried it, else read now."""
+        if version is not None:
+            return version
+        value: int = conn.execute(_QUERIES["data_version"]).fetchone()[0]
+        return value
 
     async def heartbeat(
         self, worker: str, job_ids: Sequence[str], now: float, lease_until: float
@@ -415,11 +507,9 @@ class SqliteBackend:
         minute = int(now // 60)
 
         def finish(conn: sqlite3.Connection) -> tuple[list[bool], bool]:
-            running = {
-                row[0]: row[1:]
-                for row in conn.execute(_QUERIES["running_under"], {"ids": ids, "worker": worker})
-            }
-            batches: dict[str, list[dict[str, Any]]] = {}
+            [(found,)] = conn.execute(_QUERIES["running_under"], {"ids": ids, "worker": worker})
+            running = {job[0]: job for job in json.loads(found)}
+            batches: dict[str, list[tuple[Any, ...]]] = {}
             counters: dict[tuple[str, str], list[int]] = {}
             gates: dict[str, int] = {}
             flags = []
@@ -428,16 +518,16 @@ class SqliteBackend:
                 flags.append(job is not None)
                 if job is None:
                     continue
-                task, queue, gate, gate_limit = job
-                name, params = self._outcome_query(outcome, now)
-                batches.setdefault(name, []).append(params)
+                _, task, queue, gate, gate_limit = job
+                name, row = self._outcome_row(outcome, now)
+                batches.setdefault(name, []).append(row)
                 column = _STATS_KIND.get(outcome.kind)
                 if column is not None:
                     counters.setdefault((task, queue), [0, 0, 0])[column] += 1
                 if gate is not None:
                     gates[gate] = max(gates.get(gate, 0), gate_limit)
-            for name, params_list in batches.items():
-                conn.executemany(_QUERIES[name], params_list)
+            for name, rows in batches.items():
+                self._apply(conn, name, rows)
             self._bump_stats(conn, minute, counters)
             unparked = _concurrency.free_gate_slots(conn, gates)
             return flags, bool(unparked)
@@ -451,46 +541,34 @@ class SqliteBackend:
         return flags
 
     @staticmethod
-    def _outcome_query(outcome: Outcome, now: float) -> tuple[str, dict[str, Any]]:
+    def _outcome_row(outcome: Outcome, now: float) -> tuple[str, tuple[Any, ...]]:
+        """The finish_* statement of ``outcome`` and its row of ``o`` (see queries.sql)."""
         job_id, kind = outcome.job_id, outcome.kind
         if kind == "succeeded":
-            return "finish_succeeded", {
-                "id": job_id,
-                "now": now,
-                "result": outcome.result,
-                "expire_at": outcome.expire_at,
-            }
+            return "finish_succeeded", (job_id, now, outcome.result, outcome.expire_at)
         if kind == "failed":
-            return "finish_failed", {
-                "id": job_id,
-                "now": now,
-                "errors": outcome.errors,
-                "expire_at": outcome.expire_at,
-            }
+            return "finish_failed", (job_id, now, outcome.errors, outcome.expire_at)
         run_at = now if outcome.run_at is None else outcome.run_at
         if kind == "retry":
-            return "finish_retry", {
-                "id": job_id,
-                "errors": outcome.errors,
-                "run_at": run_at,
-                "expire_at": outcome.expire_at,
-            }
+            return "finish_retry", (job_id, outcome.errors, run_at, outcome.expire_at)
         if kind == "release":
             if run_at <= now:
-                return "finish_release_now", {"id": job_id, "rate_slot": outcome.rate_slot}
-            return "finish_release_later", {
-                "id": job_id,
-                "run_at": run_at,
-                "rate_slot": outcome.rate_slot,
-            }
+                return "finish_release_now", (job_id, outcome.rate_slot)
+            return "finish_release_later", (job_id, run_at, outcome.rate_slot)
         if kind == "again":
-            return "finish_again", {
-                "id": job_id,
-                "now": now,
-                "run_at": run_at,
-                "result": outcome.result,
-            }
+            return "finish_again", (job_id, now, run_at, outcome.result)
         raise ValueError(f"unknown outcome kind {kind!r}")
+
+    @staticmethod
+    def _apply(conn: sqlite3.Connection, name: str, rows: list[tuple[Any, ...]]) -> None:
+        """Run the batched statement ``name`` over ``rows`` (one statement per _MAX_ROWS)."""
+        width = len(rows[0])
+        for start in range(0, len(rows), _MAX_ROWS):
+            chunk = rows[start : start + _MAX_ROWS]
+            size = 1 << (len(chunk) - 1).bit_length()  # padded to a power of two
+            params = [value for row in chunk for value in row]
+            params.extend([None] * ((size - len(chunk)) * width))
+            conn.execute(_batched(name, size, width), params)
 
     @staticmethod
     def _bump_stats(
@@ -579,7 +657,7 @@ class SqliteBackend:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(timeout, 0.0)
-        if self._executor is None:
+        if self._thread is None:
             await self.open()  # the watcher must never be the one creating the file
         watcher = self._watcher
         if watcher is None:

@@ -67,7 +67,8 @@ INSERT INTO queues (name) VALUES (:name) ON CONFLICT (name) DO NOTHING;
 -- candidates are a prefix of the queue) stay within its gate_limit. `verdicts` is materialized,
 -- so every count is read before any row changes. A parked row is returned with status 'queued'.
 -- A job whose unique hold ends at start (unique_until = 'start') drops its key here.
--- RETURNING order is unspecified, so `position` is returned too and the caller sorts.
+-- RETURNING order is unspecified, so `position` is returned too and the caller sorts; `gate`
+-- tells the caller whether the queue still holds gated jobs (else the fast path will do).
 -- RETURNING yields REAL columns holding whole numbers as integers (SQLite stores them so), hence
 -- the CASTs that keep every time a float as in JobRecord.
 WITH considered AS (
@@ -121,7 +122,34 @@ WHERE jobs.id = verdicts.id
 RETURNING id, task, queue, payload, status, attempts, max_attempts, key, priority,
           CAST(enqueued_at AS REAL), CAST(scheduled_for AS REAL), CAST(started_at AS REAL),
           CAST(finished_at AS REAL), result, errors, worker, CAST(lease_until AS REAL), lost,
-          CAST(expire_at AS REAL), CAST(rate_slot AS REAL), position;
+          CAST(expire_at AS REAL), CAST(rate_slot AS REAL), position, gate;
+
+-- name: claim_candidates
+-- claim's fast path: the first :limit ready jobs of one queue in claim order (jobs_claim index),
+-- in JobRecord field order, then gate and the database's data_version (see wait_for_work), read
+-- in the claim's transaction. If none has a gate, the backend starts them with claim_start (the
+-- rule for a job that lost a worker before applied in Python); else it runs claim instead.
+SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
+       enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
+       lease_until, lost, expire_at, rate_slot, gate,
+       (SELECT data_version FROM pragma_data_version)
+FROM jobs INDEXED BY jobs_claim
+WHERE status = 'queued' AND parked = 0 AND queue = :queue
+ORDER BY priority DESC, position, id
+LIMIT :limit;
+
+-- name: claim_start
+-- claim's fast path: start the ready plain jobs whose ids (JSON array) claim_candidates read, as
+-- claim does with the jobs it takes.
+UPDATE jobs
+SET status = 'running',
+    attempts = attempts + 1,
+    started_at = :now,
+    worker = :worker,
+    lease_until = :lease_until,
+    finished_at = NULL,
+    unique_key = iif(unique_until = 'start', NULL, unique_key)
+WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: touch_worker
 -- Heartbeat: the worker is alive (re-registers it if its row was removed).
@@ -136,52 +164,65 @@ WHERE id IN (SELECT value FROM json_each(:ids))
 RETURNING id;
 
 -- name: running_under
--- finish: which of the ids (JSON array) still run under :worker; only those outcomes apply.
-SELECT id, task, queue, gate, gate_limit FROM jobs
+-- finish: which of the ids (JSON array) still run under :worker (only those outcomes apply), with
+-- their task, queue, gate and gate_limit: one row holding a JSON array of [id, task, queue, gate,
+-- gate_limit] (one row to fetch, not one per job).
+SELECT json_group_array(json_array(id, task, queue, gate, gate_limit)) FROM jobs
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status = 'running' AND worker = :worker;
 
+-- The finish_* statements apply one kind of outcome to a batch of jobs that running_under found
+-- running under the worker: `o` holds one row per job, bound in order, and the backend writes
+-- as many `(?, ...)` rows as it binds in place of /* rows */ (padding with all-NULL rows, which
+-- match no job, so a few texts serve every batch size; see SqliteBackend._apply).
+
 -- name: finish_succeeded
+WITH o(id, finished_at, result, expire_at) AS (VALUES /* rows */)
 UPDATE jobs
-SET status = 'succeeded', finished_at = :now, result = :result, expire_at = :expire_at,
-    lease_until = NULL, rate_slot = NULL
-WHERE id = :id;
+SET status = 'succeeded', finished_at = o.finished_at, result = o.result,
+    expire_at = o.expire_at, lease_until = NULL, rate_slot = NULL
+FROM o WHERE jobs.id = o.id;
 
 -- name: finish_failed
+WITH o(id, finished_at, errors, expire_at) AS (VALUES /* rows */)
 UPDATE jobs
-SET status = 'failed', finished_at = :now, errors = :errors, expire_at = :expire_at,
+SET status = 'failed', finished_at = o.finished_at, errors = o.errors, expire_at = o.expire_at,
     lease_until = NULL, rate_slot = NULL
-WHERE id = :id;
+FROM o WHERE jobs.id = o.id;
 
 -- name: finish_retry
--- A failed attempt with attempts left: `retrying` until :run_at (promote_due re-queues it).
+-- A failed attempt with attempts left: `retrying` until run_at (promote_due re-queues it).
+WITH o(id, errors, run_at, expire_at) AS (VALUES /* rows */)
 UPDATE jobs
-SET status = 'retrying', errors = :errors, scheduled_for = :run_at, expire_at = :expire_at,
+SET status = 'retrying', errors = o.errors, scheduled_for = o.run_at, expire_at = o.expire_at,
     worker = NULL, lease_until = NULL, rate_slot = NULL
-WHERE id = :id;
+FROM o WHERE jobs.id = o.id;
 
 -- name: finish_release_now
 -- Handed back without charging the attempt: head of its queue (position below any real time).
 -- It keeps the rate-limit slot it was deferred to, if any.
+WITH o(id, rate_slot) AS (VALUES /* rows */)
 UPDATE jobs
 SET status = 'queued', attempts = max(attempts - 1, 0), position = enqueued_at - 1e12,
-    worker = NULL, lease_until = NULL, rate_slot = :rate_slot
-WHERE id = :id;
+    worker = NULL, lease_until = NULL, rate_slot = o.rate_slot
+FROM o WHERE jobs.id = o.id;
 
 -- name: finish_release_later
+WITH o(id, run_at, rate_slot) AS (VALUES /* rows */)
 UPDATE jobs
-SET status = 'scheduled', attempts = max(attempts - 1, 0), scheduled_for = :run_at,
-    worker = NULL, lease_until = NULL, rate_slot = :rate_slot
-WHERE id = :id;
+SET status = 'scheduled', attempts = max(attempts - 1, 0), scheduled_for = o.run_at,
+    worker = NULL, lease_until = NULL, rate_slot = o.rate_slot
+FROM o WHERE jobs.id = o.id;
 
 -- name: finish_again
--- The run succeeded and the job runs once more at :run_at (queued at the tail if already due),
+-- The run succeeded and the job runs once more at run_at (queued at the tail if already due),
 -- as new: attempts and lost back to 0. It stays active, so it keeps its unique hold.
+WITH o(id, now, run_at, result) AS (VALUES /* rows */)
 UPDATE jobs
-SET status = iif(:run_at <= :now, 'queued', 'scheduled'), result = :result,
-    scheduled_for = :run_at, position = :run_at, attempts = 0, lost = 0,
+SET status = iif(o.run_at <= o.now, 'queued', 'scheduled'), result = o.result,
+    scheduled_for = o.run_at, position = o.run_at, attempts = 0, lost = 0,
     worker = NULL, lease_until = NULL, rate_slot = NULL
-WHERE id = :id;
+FROM o WHERE jobs.id = o.id;
 
 -- name: unpark
 -- A slot of :gate freed (a job left running, or a gated job was cancelled): put back in their

@@ -1,0 +1,213 @@
+"""The SQLite backend's own thread: it owns the connection and runs what the event loop hands it.
+
+Calls run in the order they were submitted. A *write* call runs inside a ``BEGIN IMMEDIATE``
+transaction; write calls found queued together share one transaction (group commit): a worker's
+finish and its next claim usually arrive together, and one commit instead of two writes the
+pages they both touch once. Each call still sees the effects of the calls before it, exactly as
+if they had committed one by one. Should one of them raise (or the commit fail), the shared
+transaction is rolled back and each call of the group runs again in its own transaction, so a
+call's error never undoes another call's work. A result is handed back only once its
+transaction committed.
+
+Why not ``loop.run_in_executor``: under load the event loop's thread holds the GIL most of the
+time, and every hop costs GIL hand-offs. Here the results of everything run in one pass go back
+in one ``call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from typing import Any, Final
+
+from duly.backends.sqlite._connection import CHECKPOINT_EVERY, CHECKPOINT_ROWS, Checkpointer
+
+__all__ = ["SqliteThread"]
+
+Opener = Callable[[], sqlite3.Connection]
+
+
+class _Call:
+    __slots__ = ("fn", "future", "loop", "write")
+
+    def __init__(
+        self,
+        fn: Callable[[sqlite3.Connection], Any] | None,
+        write: bool,
+        loop: asyncio.AbstractEventLoop,
+        future: asyncio.Future[Any],
+    ) -> None:
+        self.fn = fn  # None: the closing call (see close)
+        self.write = write
+        self.loop = loop
+        self.future = future
+
+
+_STOP: Final = None
+#: A call's outcome: (call, result, exception).
+_Done = tuple[_Call, Any, BaseException | None]
+
+
+class SqliteThread:
+    """One thread and its connection, opened on the thread by ``open_connection()`` at first
+    use (and again at the next call after a failed open)."""
+
+    def __init__(
+        self,
+        open_connection: Opener,
+        checkpointer: Checkpointer | None = None,
+        name: str = "duly-sqlite",
+    ) -> None:
+        self._open_connection = open_connection
+        self._conn: sqlite3.Connection | None = None
+        self._checkpointer = checkpointer
+        self._commits = 0  # in all
+        self._since_kick = 0  # commits since the checkpointer was last kicked
+        self._changes_at_kick = 0  # the connection's total_changes then
+        self._queue: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(
+        self, fn: Callable[[sqlite3.Connection], Any], *, write: bool
+    ) -> asyncio.Future[Any]:
+        """Run ``fn(connection)`` on the thread (in a write transaction if ``write``); a future
+        of the running loop. Raises RuntimeError once the thread is closed."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the SQLite thread is closed")
+            self._queue.put(_Call(fn, write, loop, future))
+        return future
+
+    def close(self) -> asyncio.Future[Any]:
+        """Refuse new calls; run the queued ones, close the connection and stop. A future of the
+        running loop, done then."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the SQLite thread is closed")
+            self._closed = True
+            self._queue.put(_Call(None, False, loop, future))
+            self._queue.put(_STOP)
+        return future
+
+    def stop_soon(self) -> None:
+        """Stop once the queued calls ran (for an instance dropped without close)."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._queue.put(_STOP)
+
+    # -- on the thread ---------------------------------------------------------------------
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = self._open_connection()
+        return self._conn
+
+    def _run(self) -> None:
+        while True:
+            calls = [self._queue.get()]
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    calls.append(self._queue.get_nowait())
+            done: list[_Done] = []
+            stop = False
+            i = 0
+            while i < len(calls):
+                call = calls[i]
+                if call is _STOP:
+                    stop = True
+                    break
+                if not call.write:
+                    done.append(self._one(call))
+                    i += 1
+                    continue
+                j = i + 1
+                while j < len(calls) and (nxt := calls[j]) is not None and nxt.write:
+                    j += 1
+                group = [c for c in calls[i:j] if c is not None and not c.future.cancelled()]
+                if group:
+                    done.extend(self._group(group))
+                i = j
+            if stop:
+                conn, self._conn = self._conn, None
+                if conn is not None:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.close()
+                if self._checkpointer is not None:
+                    self._checkpointer.stop()
+            self._deliver(done)
+            if stop:
+                return
+
+    def _one(self, call: _Call) -> _Done:
+        if call.future.cancelled():
+            return call, None, None
+        try:
+            if call.fn is None:
+                conn, self._conn = self._conn, None
+                if conn is not None:
+                    conn.close()
+                return call, None, None
+            return call, call.fn(self._connection()), None
+        except BaseException as exc:  # delivered to the caller
+            return call, None, exc
+
+    def _group(self, group: list[_Call]) -> list[_Done]:
+        try:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:  # locked or unopenable: every call of the group fails alike
+            return [(call, None, exc) for call in group]
+        results = []
+        try:
+            for call in group:
+                assert call.fn is not None
+                results.append(call.fn(conn))
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back
+                    conn.execute("ROLLBACK")
+            if len(group) == 1:
+                return [(group[0], None, exc)]
+            # Nothing of the group was kept: each call again, alone, in submission order.
+            return [done for call in group for done in self._group([call])]
+        self._commits += 1
+        self._since_kick += 1
+        if self._checkpointer is not None and (
+            self._since_kick >= CHECKPOINT_EVERY
+            or conn.total_changes - self._changes_at_kick >= CHECKPOINT_ROWS
+        ):
+            self._checkpointer.kick()
+            self._since_kick, self._changes_at_kick = 0, conn.total_changes
+        return [(call, result, None) for call, result in zip(group, results, strict=True)]
+
+    @staticmethod
+    def _deliver(done: list[_Done]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Done]] = {}
+        for item in done:
+            by_loop.setdefault(item[0].loop, []).append(item)
+        for loop, items in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # that loop is closed
+                loop.call_soon_threadsafe(_resolve, items)
+
+
+def _resolve(items: list[_Done]) -> None:
+    for call, result, exc in items:
+        future = call.future
+        if future.done():  # cancelled meanwhile
+            continue
+        if exc is None:
+            future.set_result(result)
+        else:
+            future.set_exception(exc)
