@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -218,6 +220,47 @@ def test_calls_of_one_loop_turn_share_one_round_trip(
         assert isinstance(listed, list)
         assert {r.id for r in listed} == {c.id for c in claimed}
         await b._redis.delete(b.keys.due)
+
+    scenario(redis_url, body)
+
+
+def test_blocking_enqueue_uses_one_connection_per_thread_and_per_process(redis_url: str) -> None:
+    async def body(b: RedisBackend) -> None:
+        def enqueue_many_times(out: list[str]) -> None:
+            for _ in range(30):
+                out.extend(r.id for r in b.enqueue_blocking([job(), job()]))
+
+        found: list[list[str]] = [[] for _ in range(6)]
+        threads = [threading.Thread(target=enqueue_many_times, args=(o,)) for o in found]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        every = [i for o in found for i in o]
+        assert len(every) == len(set(every)) == 6 * 60
+        assert len(b._sync_connections) <= 6 + 1  # ended threads' connections are garbage
+
+        b.enqueue_blocking([job()])  # this thread's connection, then a fork inherits it
+        inherited = b._blocking_connection()
+        pid = os.fork()
+        if pid == 0:  # the child must not talk over the parent's socket
+            code = 1
+            try:
+                [r] = b.enqueue_blocking([child := job(task="t.child")])
+                own = b._blocking_connection()
+                code = 0 if r.id == child.id and own is not inherited else 1
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        [again] = b.enqueue_blocking([parent := job()])  # the parent's socket is intact
+        assert again.id == parent.id
+        assert [r.task for r in await b.list_jobs(JobFilter(task="t.child"), 5)] == ["t.child"]
+
+        b.close_blocking()
+        assert len(b._sync_connections) == 0
+        [after] = b.enqueue_blocking([job()])  # reconnects
+        assert not after.deduplicated
 
     scenario(redis_url, body)
 
