@@ -238,26 +238,19 @@ class Scripts:
             shared: tuple[Value, ...] = ()
             count_at = 0
             for job in jobs[start : start + ENQUEUE_CHUNK]:
+                header: tuple[Value, ...] = (
+                    job.task,
+                    job.queue,
+                    job.max_attempts,
+                    job.key or "",
+                    job.priority,
+                    float(job.enqueued_at),
+                    float(job.scheduled_for),
+                )
                 if job.unique_key is None and job.gate is None:
-                    header: tuple[Value, ...] = (
-                        job.task,
-                        job.queue,
-                        job.max_attempts,
-                        job.key or "",
-                        job.priority,
-                        float(job.enqueued_at),
-                        float(job.scheduled_for),
-                        "",  # plain jobs: no concurrency fields
-                    )
+                    header += ("",)  # plain jobs: no concurrency fields
                 else:
-                    header = (
-                        job.task,
-                        job.queue,
-                        job.max_attempts,
-                        job.key or "",
-                        job.priority,
-                        float(job.enqueued_at),
-                        float(job.scheduled_for),
+                    header += (
                         "c",
                         job.unique_key or "",
                         job.unique_until,
