@@ -211,7 +211,7 @@ ORDER BY n.ord;
 -- gate_limit, then {columns} with the new state.
 WITH candidates AS (
     SELECT q.pos, c.id, c.lost, c.priority, c.position, c.gate, c.gate_limit
-    FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, pos)
+    FROM unnest(%(queues)b::text[]) WITH ORDINALITY AS q(name, pos)
     CROSS JOIN LATERAL (
         SELECT j.id, j.lost, j.priority, j.position, j.gate, j.gate_limit
         FROM {schema}.jobs j
@@ -311,7 +311,7 @@ WITH seen AS (
 extended AS (
     UPDATE {schema}.jobs j
     SET lease_until = %(lease_until)s
-    WHERE j.id = ANY(%(ids)s::text[]) AND j.status = 'running' AND j.worker = %(worker)s
+    WHERE j.id = ANY(%(ids)b::text[]) AND j.status = 'running' AND j.worker = %(worker)s
     RETURNING j.id
 )
 SELECT ARRAY(SELECT id FROM extended) AS extended;
@@ -331,9 +331,9 @@ SELECT ARRAY(SELECT id FROM extended) AS extended;
 -- Returns: applied (text[]), freed (the gate of each applied gated job, text[]), woken.
 WITH o AS (
     SELECT *
-    FROM unnest(%(ids)s::text[], %(kinds)s::text[], %(results)s::bytea[], %(errors)s::bytea[],
-                %(run_at)s::double precision[], %(expire_at)s::double precision[],
-                %(rate_slots)s::double precision[])
+    FROM unnest(%(ids)b::text[], %(kinds)b::text[], %(results)b::bytea[], %(errors)b::bytea[],
+                %(run_at)b::double precision[], %(expire_at)b::double precision[],
+                %(rate_slots)b::double precision[])
          AS o(id, kind, result, errors, run_at, expire_at, rate_slot)
 ),
 done AS (
