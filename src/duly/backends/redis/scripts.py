@@ -132,7 +132,11 @@ class AutoPipeline:
         return future
 
     async def _flush(self, client: Redis) -> None:
-        batch, self._pending = self._pending, []
+        # A call whose caller was cancelled before this turn is not sent at all.
+        batch = [call for call in self._pending if not call[3].cancelled()]
+        self._pending = []
+        if not batch:
+            return
         try:
             replies = await self._send(client, batch)
         except BaseException as error:
