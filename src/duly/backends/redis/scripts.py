@@ -13,6 +13,7 @@ into records is the backend's job.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import re
 from collections.abc import Awaitable, Iterator, Sequence
@@ -67,6 +68,15 @@ def _helpers_for(body: str, common: str) -> str:
     return "\n".join(chunk for i, (_, chunk) in enumerate(blocks) if i in needed)
 
 
+@functools.cache
+def _compiled(name: str) -> tuple[str, str]:
+    """Script ``name``'s source (its helpers, then its body) and SHA1: read once per process,
+    not once per backend."""
+    body = _read(f"{name}.lua")
+    source = _helpers_for(body, _read("_common.lua")) + "\n" + body
+    return source, hashlib.sha1(source.encode()).hexdigest()
+
+
 class Script:
     """One Lua script, addressed by its SHA1 once loaded."""
 
@@ -74,9 +84,7 @@ class Script:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        body = _read(f"{name}.lua")
-        self.source = _helpers_for(body, _read("_common.lua")) + "\n" + body
-        self.sha = hashlib.sha1(self.source.encode()).hexdigest()
+        self.source, self.sha = _compiled(name)
 
     async def load(self, client: Redis) -> None:
         sha = await client.script_load(self.source)
@@ -233,8 +241,8 @@ class Scripts:
             await script.load(client)
 
     def _enqueue_chunks(self, jobs: Sequence[NewJob]) -> Iterator[list[Value]]:
-        """The ARGV of each chunk of enqueueing ``jobs`` (built lazily: while Redis runs one
-        chunk, the next is built). Consecutive jobs sharing every field but id and payload
+        """The ARGV of each chunk of enqueueing ``jobs``, built lazily (the blocking path sends
+        a chunk while the next is built). Consecutive jobs sharing every field but id and payload
         form one group (enqueue.lua), so a bulk enqueue of one task sends ~2 values per job."""
         k = self.keys
         for start in range(0, len(jobs), ENQUEUE_CHUNK):
@@ -283,39 +291,18 @@ class Scripts:
         """Store ``jobs``; per job, None if stored, else the id of the job it deduplicated to
         (its own, already existing; or the holder of its unique key).
 
-        The chunks go down one connection as they are built and the replies are read after the
-        last: one round trip, and Redis runs a chunk while the next is built. A connection
-        error repeats the whole call (the client's retry policy); chunks that had run dedupe by
-        id, so nothing is stored twice."""
-        script, keys = self.enqueue_script, self._enqueue_keys()
-        head = ("EVALSHA", script.sha, len(keys), *keys)
-        chunks: list[list[Value]] = []
-        lazy = self._enqueue_chunks(jobs)
-        pool: Any = client.connection_pool  # redis-py leaves pools and connections untyped
-        conn = await pool.get_connection()
-
-        async def send_all() -> list[Any]:
-            for args in chunks:
-                await conn.send_command(*head, *args)
-            for args in lazy:
-                chunks.append(args)
-                await conn.send_command(*head, *args)
-            return [await _reply(conn.read_response()) for _ in chunks]
-
-        async def disconnect(_error: Exception) -> None:
-            await conn.disconnect()
-
-        try:
-            replies = await conn.retry.call_with_retry(send_all, disconnect)
-        except BaseException:
-            await conn.disconnect()
-            raise
-        finally:
-            await pool.release(conn)
-        for i, reply in enumerate(replies):
-            if isinstance(reply, NoScriptError):
-                replies[i] = await script(client, keys, chunks[i])  # loads, then runs
-            elif isinstance(reply, Exception):
+        Every chunk is its own script call, made in this loop turn: the auto-pipeline sends
+        them in one round trip (with whatever else this turn calls). A connection error
+        repeats the whole flush (the client's retry policy); chunks that had run dedupe by id,
+        so nothing is stored twice."""
+        keys = self._enqueue_keys()
+        calls = [
+            self.pipeline.call(client, self.enqueue_script, keys, args)
+            for args in self._enqueue_chunks(jobs)
+        ]
+        replies = await asyncio.gather(*calls, return_exceptions=True)
+        for reply in replies:
+            if isinstance(reply, BaseException):
                 raise reply
         return self._collect(jobs, replies)
 
