@@ -186,6 +186,10 @@ def test_a_bad_url_is_one_line_of_duly_s_own(url: str, says: str, tmp_path: Path
     assert says in line and "secret" not in line, line
     with pytest.raises(duly.ConfigurationError, match=re.escape(says)):
         backend_from_url(url)
+    write_app(tmp_path)  # the same line when the URL is for an app's module
+    done = E2E.run_cli(tmp_path, "worker", "plainapp:app", "--url", url)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert says in one_clear_line(done.stderr)
 
 
 def test_good_urls_pass_and_print_without_secrets() -> None:

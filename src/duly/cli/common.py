@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import click
 
 from duly.app import App
-from duly.backends import redact_url
+from duly.backends import backend_from_url, redact_url
 from duly.backends.sqlite._connection import path_from_url
 from duly.errors import BackendUnavailable, DulyError
 
@@ -70,6 +70,8 @@ def load_app(app_path: str | None, url: str | None) -> App:
     module_name, _, attr = app_path.partition(":")
     if not module_name or not attr:
         fail(f"--app must look like module:attr, got {app_path!r}", 2)
+    if url:
+        backend_from_url(url)  # a bad --url is the command line's fault, not the module's
     module = _import(module_name, url)
     try:
         app = getattr(module, attr)
