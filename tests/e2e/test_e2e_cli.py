@@ -33,6 +33,22 @@ STATUS_KEYS = {
     "key",
 }
 UNKNOWN_ID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+#: Every command; the first two need the app, the last two take --url only.
+COMMANDS = (
+    "worker",
+    "scheduler",
+    "status",
+    "jobs",
+    "retry",
+    "cancel",
+    "stats",
+    "queues",
+    "workers",
+    "watches",
+    "migrate",
+    "demo",
+    "bench",
+)
 
 
 def one_clear_line(stderr: str) -> str:
@@ -94,9 +110,9 @@ def test_cli_commands(e2e: E2E) -> None:
         ("workers", "--json"),
     )
 
-    # status --json: exactly the pinned keys
+    # status --json: the pinned keys, with every other JobInfo field and the error history
     data = json.loads(ok_quietly(status_ok))
-    assert set(data) == STATUS_KEYS
+    assert set(data) == STATUS_KEYS | set(e2e.info(ok.id).to_dict())
     assert (data["id"], data["task"], data["status"]) == (ok.id, "e2e.mark", "succeeded")
     assert (data["attempts"], data["result"], data["error"], data["key"]) == (1, 1, None, "k:1")
     enqueued, started, finished = (
@@ -110,7 +126,8 @@ def test_cli_commands(e2e: E2E) -> None:
         "duly: --url ignored: the app given by --app sets its own URL\n",
     )
     data = json.loads(status_bad.stdout)
-    assert set(data) == STATUS_KEYS
+    assert set(data) >= STATUS_KEYS
+    assert [(e["attempt"], e["message"]) for e in data["errors"]] == [(1, "boom")]
     assert (data["status"], data["attempts"], data["result"], data["key"]) == (
         "failed",
         1,
@@ -187,18 +204,7 @@ def test_cli_backend_down_is_one_line(kind: str, tmp_path: Path) -> None:
 def test_cli_help_lists_every_command(tmp_path: Path) -> None:
     done = E2E.run_cli(tmp_path, "--help")
     assert done.returncode == 0
-    for command in (
-        "worker",
-        "status",
-        "jobs",
-        "retry",
-        "cancel",
-        "stats",
-        "queues",
-        "demo",
-        "watches",
-        "bench",
-    ):
+    for command in COMMANDS:
         assert re.search(rf"^\s+{command}\b", done.stdout, re.MULTILINE), command
     done = E2E.run_cli(tmp_path, "worker", "--help")
     assert done.returncode == 0

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
+from duly.backends._urls import check_postgres_url, check_redis_url, redact_url
 from duly.backends.base import Backend
 from duly.errors import ConfigurationError
 
-__all__ = ["DEFAULT_URL", "Backend", "backend_from_url", "split_url"]
+__all__ = ["DEFAULT_URL", "Backend", "backend_from_url", "redact_url", "split_url"]
 
 DEFAULT_URL = "sqlite:///duly.db"
 
@@ -54,6 +55,7 @@ def backend_from_url(url: str, namespace: str = "duly") -> Backend:
 
         return SqliteBackend(url)
     if scheme in ("redis", "rediss", "unix"):
+        check_redis_url(url)
         try:
             from duly.backends.redis import RedisBackend
         except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -62,6 +64,7 @@ def backend_from_url(url: str, namespace: str = "duly") -> Backend:
             ) from exc
         return RedisBackend(url, namespace=namespace)
     if scheme in ("postgres", "postgresql"):
+        check_postgres_url(url)
         try:
             from duly.backends.postgres import PostgresBackend
         except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -71,6 +74,6 @@ def backend_from_url(url: str, namespace: str = "duly") -> Backend:
         auto_migrate = _flag(params.get("auto_migrate", "true"))
         return PostgresBackend(url, schema=namespace, auto_migrate=auto_migrate)
     raise ConfigurationError(
-        f"unsupported backend URL {url!r}: expected sqlite:///path, redis://host or "
+        f"unsupported backend URL {redact_url(url)!r}: expected sqlite:///path, redis://host or "
         "postgresql://host/db"
     )

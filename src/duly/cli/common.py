@@ -7,15 +7,29 @@ import importlib
 import json
 import os
 import sys
+import traceback
 from collections.abc import Callable
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import Any, NoReturn, TypeVar
+from urllib.parse import urlsplit
 
 import click
 
 from duly.app import App
+from duly.backends import backend_from_url, redact_url
+from duly.backends.sqlite._connection import path_from_url
 from duly.errors import BackendUnavailable, DulyError
 
-__all__ = ["app_options", "cli", "echo_json", "fail", "load_app", "translate_errors"]
+__all__ = [
+    "app_options",
+    "cli",
+    "echo_json",
+    "fail",
+    "load_app",
+    "missing_database",
+    "translate_errors",
+    "where",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -25,37 +39,115 @@ F = TypeVar("F", bound=Callable[..., Any])
 def cli() -> None:
     """duly: background jobs that are never lost.
 
-    Every command finds the app from --app module:attr ($DULY_APP) or the backend from --url
-    ($DULY_URL, default sqlite:///duly.db).
+    \b
+    Where the jobs are: --app module:attr ($DULY_APP) and/or --url URL ($DULY_URL, default
+    sqlite:///duly.db; with --app, --url is the URL of an app that reads $DULY_URL).
+    \b
+      worker, scheduler       need the app: MODULE:APP (or --app); --url as above
+      status, jobs, retry, cancel, stats, queues, workers, watches, migrate
+                              --app and/or --url
+      demo, bench             --url only (they bring their own tasks)
+    \b
+    Errors are one line on stderr: exit 1 for an unknown job or a refused action, exit 2 for a
+    bad argument, a bad app or URL, or an unreachable backend.
     """
 
 
-def fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = 1) -> NoReturn:
     """Print one line on stderr and exit with ``code``."""
     click.echo(f"duly: {message}", err=True)
     sys.exit(code)
 
 
 def load_app(app_path: str | None, url: str | None) -> App:
-    """The App named ``module:attr`` (cwd importable), or a bare App on ``url``."""
+    """The App named ``module:attr`` (cwd importable), or a bare App on ``url``.
+
+    With both, the module is imported with ``$DULY_URL`` set to ``url``, so an app built as
+    ``duly.App()`` uses it; an app that names its own URL keeps it (a note says so).
+    """
     if not app_path:
         return _closing(App(url))
     module_name, _, attr = app_path.partition(":")
     if not module_name or not attr:
         fail(f"--app must look like module:attr, got {app_path!r}", 2)
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    if url:
+        backend_from_url(url)  # a bad --url is the command line's fault, not the module's
+    module = _import(module_name, url)
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        fail(f"cannot import {module_name!r}: {exc}", 2)
-    app = getattr(module, attr, None)
+        app = getattr(module, attr)
+    except AttributeError:
+        fail(f"module {module_name!r} has no attribute {attr!r}", 2)
     if not isinstance(app, App):
         fail(f"{app_path!r} is not a duly.App (got {type(app).__name__})", 2)
-    assert isinstance(app, App)
-    if url:
-        click.echo("duly: --url ignored: the app given by --app sets its own URL", err=True)
+    if url and app.url != url:
+        click.echo(
+            f"duly: --url ignored: {app_path} sets its own URL ({redact_url(app.url)})", err=True
+        )
     return _closing(app)
+
+
+def _import(module_name: str, url: str | None) -> ModuleType:
+    """Import the user's module; on failure print only the user's own frames, then one line."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    previous = os.environ.get("DULY_URL")
+    if url:
+        os.environ["DULY_URL"] = url
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name + ".").startswith(exc.name + "."):  # the module itself
+            fail(f"cannot import {module_name!r}: no module named {exc.name!r}", 2)
+        _print_user_frames(exc)
+        fail(f"error importing {module_name!r}: {type(exc).__name__}: {exc}", 2)
+    except Exception as exc:
+        _print_user_frames(exc)
+        fail(f"error importing {module_name!r}: {type(exc).__name__}: {exc}", 2)
+    finally:
+        if previous is None:
+            os.environ.pop("DULY_URL", None)
+        else:
+            os.environ["DULY_URL"] = previous
+
+
+#: Frames of these files are import machinery, not the user's code.
+_MACHINERY = (
+    "<frozen importlib",
+    os.path.dirname(importlib.__file__),
+    os.path.dirname(click.__file__),
+    os.path.dirname(os.path.dirname(__file__)),  # duly itself
+)
+
+
+def _print_user_frames(exc: BaseException) -> None:
+    """The traceback of ``exc`` restricted to the user's files (nothing if none)."""
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not frame.filename.startswith(_MACHINERY)
+    ]
+    if frames:
+        lines = ["Traceback (most recent call last, your code only):\n"]
+        lines += traceback.format_list(frames)
+        click.echo("".join(lines).rstrip("\n"), err=True)
+
+
+def where(app: App) -> str:
+    """The app's backend URL, printable (no password)."""
+    return redact_url(app.url)
+
+
+def missing_database(app: App) -> str | None:
+    """For a SQLite app whose file does not exist yet: that path (absolute). Read-only
+    commands answer "nothing there" instead of creating the file to look. (A missing
+    directory is not "no jobs yet" but a wrong path: the backend reports it unavailable.)"""
+    if urlsplit(app.url).scheme.lower() != "sqlite":
+        return None
+    path = path_from_url(app.url)
+    if path == ":memory:" or path.startswith("file:") or os.path.exists(path):
+        return None
+    path = os.path.abspath(path)
+    return path if os.path.isdir(os.path.dirname(path)) else None
 
 
 def _closing(app: App) -> App:

@@ -11,7 +11,16 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from duly.cli.common import app_options, echo_json, fail, load_app, translate_errors
+from duly.app import App
+from duly.cli.common import (
+    app_options,
+    echo_json,
+    fail,
+    load_app,
+    missing_database,
+    translate_errors,
+    where,
+)
 from duly.job import JobInfo
 from duly.records import STATUSES
 from duly.watch import Watch
@@ -28,7 +37,8 @@ __all__ = [
     "workers",
 ]
 
-#: The keys of ``duly status --json`` (pinned by PRODUCT §0).
+#: The keys of ``duly status --json`` pinned by PRODUCT §0; every other JobInfo field and
+#: ``errors`` (each attempt's error, oldest first) come with them.
 STATUS_KEYS = (
     "id",
     "task",
@@ -58,7 +68,49 @@ def _when(value: datetime | None) -> str:
 
 def _status_json(info: JobInfo) -> dict[str, Any]:
     data = info.to_dict()
-    return {k: data[k] for k in STATUS_KEYS}
+    data["errors"] = [_error_json(e) for e in info.errors]
+    return {**{k: data.pop(k) for k in STATUS_KEYS}, **data}
+
+
+def _error_json(error: dict[str, Any]) -> dict[str, Any]:
+    """One stored failure with its attempt first and its time as ISO 8601."""
+    at = error.get("at")
+    when = datetime.fromtimestamp(at, UTC).isoformat() if isinstance(at, int | float) else at
+    return {"attempt": error.get("attempt"), **error, "at": when}
+
+
+def _find(app: App, job_id: str) -> JobInfo:
+    """The job, or exit 1 with one line naming where it was looked for."""
+    missing = missing_database(app)
+    if missing is not None:
+        fail(f"no job {job_id} in {where(app)} ({missing} does not exist)")
+    info = app.get_job(job_id)
+    if info is None:
+        fail(f"no job {job_id} in {where(app)} (unknown, or removed by retention)")
+    return info
+
+
+def _print_errors(console: Console, info: JobInfo) -> None:
+    """Earlier attempts' failures as one line each; the last one in full if it is the outcome."""
+    errors = info.errors or ([info.error] if info.error else [])
+    outcome = errors[-1] if errors and info.status == "failed" else None
+    for error in errors:
+        if error is outcome:
+            continue
+        attempt = error.get("attempt")
+        which = f"attempt {attempt}" if attempt else "an attempt"
+        console.print(
+            f"  [yellow]{which} failed:[/] {error.get('type')}: {error.get('message')}",
+            highlight=False,
+        )
+    if outcome is not None:
+        console.print(
+            f"  [red]error[/]         {outcome.get('type')}: {outcome.get('message')}",
+            highlight=False,
+        )
+        tb = str(outcome.get("traceback") or "").rstrip()
+        if tb:
+            console.print(tb, style="dim", highlight=False, markup=False)
 
 
 @click.command()
@@ -67,11 +119,9 @@ def _status_json(info: JobInfo) -> dict[str, Any]:
 @app_options
 @translate_errors
 def status(job_id: str, as_json: bool, app_path: str | None, url: str | None) -> None:
-    """Show one job: state, attempts, times, result or error. Exit 1 if unknown."""
-    info = load_app(app_path, url).get_job(job_id)
-    if info is None:
-        fail(f"no job with id {job_id!r} (unknown, or removed by retention)")
-    assert info is not None
+    """Show one job: state, attempts, times, result or error, earlier attempts' errors.
+    Exit 1 if unknown."""
+    info = _find(load_app(app_path, url), job_id)
     if as_json:
         echo_json(_status_json(info))
         return
@@ -97,14 +147,7 @@ def status(job_id: str, as_json: bool, app_path: str | None, url: str | None) ->
         rows.append(("result", repr(info.result)))
     for name, value in rows:
         console.print(f"  {name:<14}{value}", highlight=False, markup=False)
-    if info.error:
-        console.print(
-            f"  [red]error[/]         {info.error.get('type')}: {info.error.get('message')}",
-            highlight=False,
-        )
-        tb = str(info.error.get("traceback") or "").rstrip()
-        if tb:
-            console.print(tb, style="dim", highlight=False, markup=False)
+    _print_errors(console, info)
 
 
 @click.command()
@@ -127,8 +170,10 @@ def jobs(
     url: str | None,
 ) -> None:
     """List jobs, newest first."""
-    found = load_app(app_path, url).jobs(
-        key=key, status=status_, task=task, queue=queue, limit=limit
+    app = load_app(app_path, url)
+    missing = missing_database(app)
+    found = (
+        [] if missing else app.jobs(key=key, status=status_, task=task, queue=queue, limit=limit)
     )
     if as_json:
         echo_json([info.to_dict() for info in found])
@@ -149,15 +194,12 @@ def jobs(
         )
     Console().print(table)
     if not found:
-        click.echo("no jobs match")
+        click.echo("no jobs match" + _nothing_there(missing))
 
 
 def _act(action: str, job_id: str, app_path: str | None, url: str | None) -> None:
     app = load_app(app_path, url)
-    info = app.get_job(job_id)
-    if info is None:
-        fail(f"no job with id {job_id!r} (unknown, or removed by retention)")
-    assert info is not None
+    info = _find(app, job_id)
     done = app.retry(job_id) if action == "retry" else app.cancel(job_id)
     if not done:
         if action == "retry" and info.status in ("failed", "cancelled"):
@@ -198,7 +240,9 @@ def cancel(job_id: str, app_path: str | None, url: str | None) -> None:
 @translate_errors
 def stats(minutes: int, as_json: bool, app_path: str | None, url: str | None) -> None:
     """Successes, failures and retries per task and queue (per-minute counters, 24 h kept)."""
-    rows = load_app(app_path, url).stats(minutes)
+    app = load_app(app_path, url)
+    missing = missing_database(app)
+    rows = [] if missing else app.stats(minutes)
     if as_json:
         echo_json(
             [
@@ -227,7 +271,7 @@ def stats(minutes: int, as_json: bool, app_path: str | None, url: str | None) ->
         table.add_row(task, queue, f"[green]{ok}[/]", f"[red]{bad}[/]", f"[yellow]{again}[/]")
     Console().print(table)
     if not totals:
-        click.echo("no jobs finished in that window")
+        click.echo("no jobs finished in that window" + _nothing_there(missing))
 
 
 @click.command()
@@ -236,7 +280,9 @@ def stats(minutes: int, as_json: bool, app_path: str | None, url: str | None) ->
 @translate_errors
 def queues(as_json: bool, app_path: str | None, url: str | None) -> None:
     """Every queue with its queued, scheduled and running jobs."""
-    found = load_app(app_path, url).queues()
+    app = load_app(app_path, url)
+    missing = missing_database(app)
+    found = [] if missing else app.queues()
     if as_json:
         echo_json(
             [
@@ -250,7 +296,7 @@ def queues(as_json: bool, app_path: str | None, url: str | None) -> None:
         table.add_row(q.name, str(q.queued), str(q.scheduled), str(q.running))
     Console().print(table)
     if not found:
-        click.echo("no queues yet")
+        click.echo("no queues yet" + _nothing_there(missing))
 
 
 @click.command()
@@ -259,7 +305,9 @@ def queues(as_json: bool, app_path: str | None, url: str | None) -> None:
 @translate_errors
 def workers(as_json: bool, app_path: str | None, url: str | None) -> None:
     """Registered worker processes and when each was last seen."""
-    found = load_app(app_path, url).workers()
+    app = load_app(app_path, url)
+    missing = missing_database(app)
+    found = [] if missing else app.workers()
     now = time.time()
     if as_json:
         echo_json(
@@ -276,19 +324,27 @@ def workers(as_json: bool, app_path: str | None, url: str | None) -> None:
         )
     Console().print(table)
     if not found:
-        click.echo("no workers registered")
+        click.echo("no workers registered" + _nothing_there(missing))
 
 
 @click.command()
 @app_options
 @translate_errors
 def migrate(app_path: str | None, url: str | None) -> None:
-    """Create or upgrade duly's schema (SQL backends; Redis needs none)."""
-    versions = load_app(app_path, url).migrate()
+    """Create or upgrade duly's schema (SQL backends; Redis needs none). Exit 2 if the backend
+    cannot be reached."""
+    app = load_app(app_path, url)
+    versions = app.migrate()
     if versions:
         click.echo("applied migrations " + ", ".join(f"{v:04d}" for v in versions))
-    else:
-        click.echo("schema is up to date")
+        return
+    app.ping()  # Redis has no schema to migrate: "up to date" must still mean "reached"
+    click.echo(f"schema is up to date in {where(app)}")
+
+
+def _nothing_there(missing: str | None) -> str:
+    """The note that explains an empty answer from a SQLite file that does not exist."""
+    return "" if missing is None else f" ({missing} does not exist)"
 
 
 _WATCH_STYLE = {
@@ -319,7 +375,8 @@ def watches(
     app = load_app(app_path, url)
     if watch_name is None and not any(isinstance(t, Watch) for t in app.tasks.values()):
         fail("no watches known: give --app MODULE:APP (whose watches to list) or --watch NAME", 2)
-    found = app.watch_history(watch_name, active=active, limit=limit)
+    missing = missing_database(app)
+    found = [] if missing else app.watch_history(watch_name, active=active, limit=limit)
     if as_json:
         echo_json([row.to_dict() for row in found])
         return
@@ -344,4 +401,5 @@ def watches(
         )
     Console().print(table)
     if not found:
-        click.echo("no active watches" if active else "no ended watches")
+        empty = "no active watches" if active else "no ended watches"
+        click.echo(empty + _nothing_there(missing))

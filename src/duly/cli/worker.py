@@ -7,12 +7,20 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from duly.cli.common import fail, load_app, translate_errors
+from duly.errors import BackendUnavailable
 
 __all__ = ["default_processes", "resolve_processes", "scheduler", "worker"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: How long ``--burst`` retries an unreachable backend before exiting with code 2.
+DEFAULT_CONNECT_TIMEOUT = 10.0
 
 
 def _configure_logging(level: str) -> None:
@@ -40,6 +48,38 @@ def default_processes() -> int:
         return os.cpu_count() or 1
 
 
+def _runner_app_options(fn: F) -> F:
+    """MODULE:APP as an argument or ``--app`` ($DULY_APP), and ``--url``."""
+    fn = click.option(
+        "--url",
+        default=None,
+        help="Backend URL for an app built as duly.App() (it reads $DULY_URL); an app that "
+        "names its own URL keeps it.",
+    )(fn)
+    fn = click.option(
+        "--app",
+        "app_option",
+        envvar="DULY_APP",
+        show_envvar=True,
+        default=None,
+        metavar="MODULE:APP",
+        help="The app, instead of the MODULE:APP argument.",
+    )(fn)
+    return click.argument("app_path", required=False, metavar="MODULE:APP")(fn)
+
+
+def _app_path(argument: str | None, option: str | None) -> str:
+    """The app named by the argument or ``--app`` ($DULY_APP); exits 2 if none, or two."""
+    ctx = click.get_current_context()
+    explicit = ctx.get_parameter_source("app_option") == click.core.ParameterSource.COMMANDLINE
+    if argument and option and argument != option and explicit:
+        fail(f"two apps given: {argument} and --app {option}", 2)
+    app_path = argument or option
+    if not app_path:
+        fail("missing the app: give MODULE:APP (or --app, or $DULY_APP)", 2)
+    return app_path
+
+
 def resolve_processes(processes: int | None, burst: bool) -> int:
     """``--processes`` as given (or ``$DULY_PROCESSES``); else 1 for a burst (a drain-and-exit
     script), else one per CPU core."""
@@ -49,7 +89,7 @@ def resolve_processes(processes: int | None, burst: bool) -> int:
 
 
 @click.command()
-@click.argument("app_path", envvar="DULY_APP", metavar="MODULE:APP")
+@_runner_app_options
 @click.option(
     "--queues",
     "-q",
@@ -90,7 +130,22 @@ def resolve_processes(processes: int | None, burst: bool) -> int:
     type=click.FloatRange(0.0),
     help="Seconds a graceful stop (SIGTERM) waits for running jobs.",
 )
-@click.option("--burst", is_flag=True, help="Exit once no job is queued, due or running.")
+@click.option(
+    "--burst",
+    is_flag=True,
+    help="Exit once no job is queued, due or running; exit 2 if the backend cannot be "
+    "reached within --connect-timeout.",
+)
+@click.option(
+    "--connect-timeout",
+    default=DEFAULT_CONNECT_TIMEOUT,
+    show_default=True,
+    type=click.FloatRange(0.0),
+    envvar="DULY_CONNECT_TIMEOUT",
+    show_envvar=True,
+    help="With --burst: seconds to retry an unreachable backend at start (with backoff) before "
+    "exiting with code 2. Without --burst a worker retries forever.",
+)
 @click.option(
     "--scheduler/--no-scheduler",
     default=True,
@@ -105,24 +160,28 @@ def resolve_processes(processes: int | None, burst: bool) -> int:
 )
 @translate_errors
 def worker(
-    app_path: str,
+    app_path: str | None,
+    app_option: str | None,
+    url: str | None,
     queues: str,
     concurrency: int,
     processes: int | None,
     lease: float,
     grace: float,
     burst: bool,
+    connect_timeout: float,
     scheduler: bool,
     log_level: str,
 ) -> None:
     """Run the jobs of MODULE:APP ($DULY_APP) until SIGTERM/SIGINT, in one process per CPU
     core by default."""
+    app_path = _app_path(app_path, app_option)
     _configure_logging(log_level)
     queue_list = [q.strip() for q in queues.split(",") if q.strip()]
     if not queue_list:
         fail("--queues needs at least one queue name", 2)
     processes = resolve_processes(processes, burst)
-    app = load_app(app_path, None)  # also before a supervisor: a typo fails now, once
+    app = load_app(app_path, url)  # also before a supervisor: a typo fails now, once
     if processes > 1:
         from duly.worker.supervisor import Supervisor
 
@@ -142,7 +201,10 @@ def worker(
             "--log-level",
             log_level,
             "--scheduler" if scheduler else "--no-scheduler",
+            "--connect-timeout",
+            str(connect_timeout),
             *(["--burst"] if burst else []),
+            *(["--url", url] if url else []),
         ]
         sys.exit(Supervisor(argv, processes, grace, burst=burst).run())
     runner = app.worker(
@@ -152,13 +214,17 @@ def worker(
         grace=grace,
         burst=burst,
         scheduler=scheduler,
+        connect_timeout=connect_timeout if burst else None,
     )
     _use_fast_loop()
-    asyncio.run(runner.run())
+    try:
+        asyncio.run(runner.run())
+    except BackendUnavailable as exc:
+        fail(f"--burst: {exc}", 2)
 
 
 @click.command()
-@click.argument("app_path", envvar="DULY_APP", metavar="MODULE:APP")
+@_runner_app_options
 @click.option(
     "--log-level",
     default="INFO",
@@ -166,10 +232,13 @@ def worker(
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
 )
 @translate_errors
-def scheduler(app_path: str, log_level: str) -> None:
+def scheduler(
+    app_path: str | None, app_option: str | None, url: str | None, log_level: str
+) -> None:
     """Run only the scheduler of MODULE:APP's periodic tasks (workers run one too)."""
+    app_path = _app_path(app_path, app_option)
     _configure_logging(log_level)
-    app = load_app(app_path, None)
+    app = load_app(app_path, url)
     if not app.schedules:
         fail(f"{app_path} has no periodic tasks", 2)
     from duly.scheduler import Scheduler

@@ -110,7 +110,9 @@ class Worker:
     is how long a job may go without a heartbeat before another process recovers it (>= 2 s);
     ``grace`` is how long a graceful stop waits for running jobs; ``burst`` stops the worker
     once no job is queued, due or running here (jobs due later are left for later);
-    ``scheduler`` runs the periodic tasks' scheduler in this worker (the default).
+    ``scheduler`` runs the periodic tasks' scheduler in this worker (the default);
+    ``connect_timeout`` (seconds; default: forever) bounds how long ``run()`` retries an
+    unreachable backend at start before raising ``BackendUnavailable``.
     """
 
     def __init__(
@@ -126,6 +128,7 @@ class Worker:
         scheduler: bool = True,
         install_signal_handlers: bool = True,
         name: str | None = None,
+        connect_timeout: float | None = None,
     ) -> None:
         if concurrency < 1:
             raise ConfigurationError("concurrency must be >= 1")
@@ -140,6 +143,7 @@ class Worker:
         self.grace = float(grace)
         self.poll = float(poll)
         self.burst = burst
+        self.connect_timeout = connect_timeout
         self.scheduler = Scheduler(app) if scheduler and app.schedules else None
         self.install_signal_handlers = install_signal_handlers
         self.id = name or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-6:]}"
@@ -244,14 +248,22 @@ class Worker:
 
     async def _connect(self) -> Backend:
         delay = 0.1
+        limit = float("inf") if self.connect_timeout is None else self.connect_timeout
+        give_up = time.monotonic() + limit
         while True:
             try:
                 return await self.app.backend()
             except BackendUnavailable as exc:
-                if self.stopping:
-                    raise
+                left = give_up - time.monotonic()
+                if self.stopping or left <= 0:
+                    self._remove_signals()  # run() has not reached its finally: undo its set-up
+                    if self._threads is not None:
+                        self._threads.shutdown()
+                    if self.stopping:
+                        raise
+                    raise BackendUnavailable(f"{exc} (gave up after {limit:g}s)") from exc
                 log.warning("backend unavailable (%s); retrying in %.1fs", exc, delay)
-                await self._sleep(delay)
+                await self._sleep(min(delay, left))
                 delay = min(delay * 2, 10.0)
 
     async def _call(self, coro: Any, what: str) -> Any:
