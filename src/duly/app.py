@@ -172,7 +172,7 @@ class App:
         self.schedules: dict[str, Schedule] = {}
         # Validate the URL now: a typo should fail at start-up, not at the first enqueue.
         self._template = backend_from_url(self.url, namespace)
-        self._portal = Portal()
+        self._portal = Portal(at_exit=self.close)  # a script may forget close()
         self._backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBackend] = (
             weakref.WeakKeyDictionary()
         )

@@ -511,9 +511,79 @@ def test_app_enqueue_inside_the_callers_transaction(postgres_url: str, schema: s
 
 
 def test_enqueue_on_an_unmigrated_schema_says_so(postgres_url: str, schema: str) -> None:
-    backend = PostgresBackend(postgres_url, schema)
-    with psycopg.connect(postgres_url) as conn, pytest.raises(ConfigurationError, match="migrate"):
-        backend.enqueue_on(conn, [new_job()])
+    """With auto_migrate off, the missing schema is found on a connection of the backend's own:
+    the caller's transaction is not aborted by a failed insert."""
+    backend = PostgresBackend(postgres_url, schema, auto_migrate=False)
+    with psycopg.connect(postgres_url) as conn, conn.transaction():
+        with pytest.raises(ConfigurationError, match="duly migrate"):
+            backend.enqueue_on(conn, [new_job()])
+        assert conn.execute(b"SELECT 1").fetchone() == (1,)  # still usable
+
+
+def _versions(url: str, schema: str) -> list[int]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        table = f'"{schema}".schema_version'
+        return [r[0] for r in conn.execute(_q(f"SELECT version FROM {table} ORDER BY 1"))]
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "rollback"])
+def test_first_use_may_be_a_transactional_enqueue(
+    postgres_url: str, schema: str, commit: bool
+) -> None:
+    """On a fresh schema, the app's very first use is an enqueue inside the caller's
+    transaction: the schema is migrated on the app's own connection (kept whatever the caller
+    does), and the job exists iff the caller commits."""
+    import duly
+    from duly.backends._sql import load_migrations
+
+    with duly.App(f"{postgres_url}?namespace={schema}") as app:
+
+        @app.task
+        def add(a: int, b: int) -> int:
+            return a + b
+
+        with psycopg.connect(postgres_url) as conn, conn.transaction(force_rollback=not commit):
+            job = add.options(connection=conn).enqueue(1, 2)
+            # the caller's transaction went on: its own statements still run
+            assert conn.execute(b"SELECT 1").fetchone() == (1,)
+        info = app.get_job(job.id)
+        assert (info is not None and info.status == "queued") if commit else info is None
+    assert _versions(postgres_url, schema) == [m.version for m in load_migrations(_PKG)]
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "rollback"])
+def test_first_use_may_be_a_transactional_enqueue_async(
+    postgres_url: str, schema: str, commit: bool
+) -> None:
+    """The async twin: ``enqueue_async`` / ``enqueue_many_async`` on a
+    ``psycopg.AsyncConnection`` as the app's first use."""
+    import duly
+    from duly.backends._sql import load_migrations
+
+    app = duly.App(f"{postgres_url}?namespace={schema}")
+
+    @app.task
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    async def main() -> None:
+        try:
+            conn = await psycopg.AsyncConnection.connect(postgres_url)
+            async with conn, conn.transaction(force_rollback=not commit):
+                one = await add.options(connection=conn).enqueue_async(1, 2)
+                on_conn = add.options(connection=conn)
+                two, three = await app.enqueue_many_async([on_conn.s(3, 4), on_conn.s(5, 6)])
+                cur = await conn.execute(b"SELECT 1")
+                assert await cur.fetchone() == (1,)
+            for job in (one, two, three):
+                info = await app.get_job_async(job.id)
+                assert (info is not None and info.status == "queued") if commit else info is None
+        finally:
+            await app.aclose()
+
+    asyncio.run(main())
+    app.close()
+    assert _versions(postgres_url, schema) == [m.version for m in load_migrations(_PKG)]
 
 
 # -- bulk enqueue: a plain insert, each column sent once when the batch shares it -----------------

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import multiprocessing
+import re
 import sqlite3
 import subprocess
 import sys
@@ -156,15 +158,47 @@ def test_lock_held_beyond_busy_timeout(db: Path, monkeypatch: pytest.MonkeyPatch
         holder = sqlite3.connect(db, isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")
         try:
-            with pytest.raises(BackendUnavailable, match=r"duly\.db.*locked"):
+            with pytest.raises(BackendUnavailable) as raised:
                 await backend.enqueue([job()])
         finally:
             holder.execute("ROLLBACK")
             holder.close()
+        assert_waited_for_lock(str(raised.value), "enqueue")
         assert len(await backend.enqueue([job()])) == 1  # usable again once released
         await backend.close()
 
     asyncio.run(scenario())
+
+
+def assert_waited_for_lock(message: str, doing: str) -> None:
+    """The message names the file and the operation, and says SQLite waited its busy timeout."""
+    found = re.search(
+        rf"duly\.db' unavailable \({doing}\): database is locked by another connection "
+        r"\(SQLITE_BUSY\): gave up after ([\d.]+) s waiting for its lock \(busy timeout 0\.2 s\)",
+        message,
+    )
+    assert found is not None, message
+    assert float(found[1]) >= 0.19  # it did wait (a sleep may end a tick early)
+
+
+def test_first_open_of_a_locked_file_says_what_it_waited_for(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_connection, "BUSY_TIMEOUT_MS", 200)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("CREATE TABLE other (x)")  # a file in rollback mode: the open must switch it
+    holder.execute("BEGIN EXCLUSIVE")
+    backend = SqliteBackend(f"sqlite:///{db}")
+    try:
+        with pytest.raises(BackendUnavailable) as raised:
+            run(backend.open())
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert_waited_for_lock(str(raised.value), "opening")
+    run(backend.open())  # opens (switches to WAL, migrates) once released
+    assert run(backend.migrate()) == []
+    run(backend.close())
 
 
 def test_event_loop_keeps_running_while_sqlite_waits(db: Path) -> None:
@@ -614,6 +648,44 @@ def test_concurrent_first_opens_migrate_once(db: Path) -> None:
     applied_count = conn.execute("SELECT count(*) FROM duly_migrations").fetchone()[0]
     assert applied_count == len(load_migrations("duly.backends.sqlite"))
     conn.close()
+
+
+def _open_fresh_files(paths: list[str], barrier: Any, results: Any) -> None:
+    """In a child process: open each (new) file right as every racer is ready; report errors."""
+    errors = []
+    for path in paths:
+        barrier.wait(60)
+        try:
+            with_backend(Path(path), lambda b: b.migrate())
+        except BaseException as exc:  # reported to the parent
+            errors.append(f"{path}: {exc!r}")
+    results.put(errors)
+
+
+def test_processes_opening_fresh_files_at_once_all_succeed(tmp_path: Path) -> None:
+    # Each round, six processes open one new file at the same instant: the first open switches
+    # it to WAL mode and migrates it, which SQLite lets only one connection do at a time.
+    racers, rounds = 6, 40
+    paths = [str(tmp_path / f"fresh{i}.db") for i in range(rounds)]
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(racers), ctx.Queue()
+    procs = [
+        ctx.Process(target=_open_fresh_files, args=(paths, barrier, results)) for _ in range(racers)
+    ]
+    for proc in procs:
+        proc.start()
+    errors = [error for _ in procs for error in results.get(timeout=120)]
+    for proc in procs:
+        proc.join(30)
+        assert proc.exitcode == 0
+    assert errors == []
+    versions = sorted(m.version for m in load_migrations("duly.backends.sqlite"))
+    for path in paths:
+        conn = sqlite3.connect(path)
+        applied = [row[0] for row in conn.execute("SELECT version FROM duly_migrations")]
+        (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+        conn.close()
+        assert sorted(applied) == versions and mode == "wal"
 
 
 # -- the backend's thread: group commit, checkpoints, the claim's fast path --------------------

@@ -47,6 +47,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from duly.backends._sql import load_migrations, load_queries
 from duly.backends.base import Backend
+from duly.backends.postgres._first_use import FirstUse, run_blocking
 from duly.errors import BackendUnavailable, ConfigurationError
 from duly.limits import gcra_slots
 from duly.records import (
@@ -353,6 +354,9 @@ class PostgresBackend:
         if "application_name" not in info:
             self._options["application_name"] = f"duly/{schema}"
         self._q = _Queries(schema)
+        self._first_use = FirstUse(
+            lambda: self.migrate() if self.auto_migrate else self._check_schema()
+        )
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         self._open_lock: asyncio.Lock | None = None
         # LISTEN side: one connection, one reader task, the waiters it wakes, and the queues
@@ -413,6 +417,7 @@ class PostgresBackend:
                 await self.migrate()
             else:
                 await self._check_schema()
+            self._first_use.ready = True
             pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
                 self.url, **self._pool_settings(f"duly-{self.schema}")
             )
@@ -640,12 +645,14 @@ class PostgresBackend:
         """Insert ``jobs`` with the caller's connection, inside its current transaction.
 
         Nothing is committed here: the jobs become visible (and idle workers are woken) when
-        the caller commits, and never exist if it rolls back. Needs only the schema, not an
-        opened backend. A batch with unique jobs may take more than one statement: run it in
-        a transaction (an autocommit connection would commit each one on its own).
+        the caller commits, and never exist if it rolls back. Needs no opened backend: the
+        first call readies the schema on a connection of its own (see ``_first_use``). A batch
+        with unique jobs may take more than one statement: run it in a transaction (an
+        autocommit connection would commit each one on its own).
         """
         if not jobs:
             return []
+        self._first_use.ensure_blocking()
         try:
             return _run_plan(
                 conn, self._q, _enqueue_plan(jobs, self.channel, fresh=_outside_transaction(conn))
@@ -685,6 +692,7 @@ class PostgresBackend:
                 pool.open(wait=True, timeout=_CONNECT_TIMEOUT)
                 if self.auto_migrate and not self._migrated_blocking(pool):
                     self._migrate_blocking()
+                self._first_use.ready |= self.auto_migrate
             except (PoolTimeout, psycopg.OperationalError) as exc:
                 pool.close()
                 raise self._unavailable(exc) from exc
@@ -709,19 +717,7 @@ class PostgresBackend:
 
     def _migrate_blocking(self) -> None:
         """Run ``migrate`` from sync code, even from inside a running event loop."""
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                asyncio.run(self.migrate())
-            except BaseException as exc:
-                failure.append(exc)
-
-        thread = threading.Thread(target=run, name="duly-migrate")
-        thread.start()
-        thread.join()
-        if failure:
-            raise failure[0]
+        run_blocking(self.migrate)
 
     def close_blocking(self) -> None:
         """Close the connections of the blocking calls."""
@@ -736,6 +732,7 @@ class PostgresBackend:
         """The async twin of :meth:`enqueue_on`, for a ``psycopg.AsyncConnection``."""
         if not jobs:
             return []
+        await self._first_use.ensure()
         try:
             return await _run_plan_async(
                 conn, self._q, _enqueue_plan(jobs, self.channel, fresh=_outside_transaction(conn))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from typing import Final
 from urllib.parse import unquote, urlsplit
@@ -24,6 +26,7 @@ __all__ = [
     "is_unavailable",
     "path_from_url",
     "statements",
+    "timed",
     "unavailable",
 ]
 
@@ -95,8 +98,9 @@ def connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
         path, timeout=busy_timeout_ms / 1000, isolation_level=None, cached_statements=256
     )
     try:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        with timed():
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            mode = _switch_to_wal(conn, busy_timeout_ms)
         if str(mode).lower() not in ("wal", "memory"):
             raise BackendUnavailable(
                 f"SQLite database {path!r}: cannot switch to WAL mode (got {mode!r})"
@@ -107,6 +111,48 @@ def connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _switch_to_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> object:
+    """``PRAGMA journal_mode = WAL``, retried while it is busy, up to the busy timeout.
+
+    On a file still in rollback mode the pragma reads page 1 under a SHARED lock, then upgrades
+    to EXCLUSIVE to write the WAL flag. SQLite never calls the busy handler for an upgrade from
+    a read (two upgraders would wait on each other), so while another connection - any
+    process's - holds a SHARED lock, typically one doing this same first open, the pragma fails
+    at once with SQLITE_BUSY. The switch happens once per file and is permanent: once any
+    connection made it, the pragma only reads the flag. So retrying (with jittered backoff, so
+    that racers fall out of step) ends as soon as one racer won, and a lock held longer than the
+    busy timeout still fails like any other statement's.
+    """
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    delay = 0.001
+    while True:
+        try:
+            return conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", None)
+            if code is None or code & 0xFF != sqlite3.SQLITE_BUSY:
+                raise
+            if time.monotonic() + delay > deadline:
+                raise
+        time.sleep(delay * random.uniform(0.5, 1.5))
+        delay = min(delay * 2, 0.05)
+
+
+@contextlib.contextmanager
+def timed() -> Iterator[None]:
+    """Note on a ``sqlite3.Error`` raised inside how long the block ran before it (for
+    ``unavailable``: how long a locked statement waited); an inner note wins."""
+    start = time.monotonic()
+    try:
+        yield
+    except sqlite3.Error as exc:
+        exc.__dict__.setdefault(_WAITED, time.monotonic() - start)
+        raise
+
+
+_WAITED: Final = "duly_waited"
 
 
 def is_unavailable(exc: sqlite3.Error) -> bool:
@@ -120,10 +166,20 @@ def is_unavailable(exc: sqlite3.Error) -> bool:
 def unavailable(
     exc: sqlite3.Error, path: str, doing: str, busy_timeout_ms: int
 ) -> BackendUnavailable:
-    """A BackendUnavailable naming the file and what went wrong."""
+    """A BackendUnavailable naming the file, the operation and what went wrong; for a lock,
+    how long it waited (when ``timed`` noted it) against the busy timeout."""
     code = getattr(exc, "sqlite_errorcode", None)
     if code is not None and code & 0xFF in _LOCKED:
-        hint = f"database is locked: another process held it for over {busy_timeout_ms / 1000:g} s"
+        name = getattr(exc, "sqlite_errorname", "SQLITE_BUSY")
+        waited = exc.__dict__.get(_WAITED)
+        timeout = f"busy timeout {busy_timeout_ms / 1000:g} s"
+        if waited is None:
+            hint = f"database is locked by another connection ({name}; {timeout})"
+        else:
+            hint = (
+                f"database is locked by another connection ({name}): gave up after "
+                f"{waited:.3g} s waiting for its lock ({timeout})"
+            )
     else:
         hint = str(exc)
     return BackendUnavailable(f"SQLite database {path!r} unavailable ({doing}): {hint}")

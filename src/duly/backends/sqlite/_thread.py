@@ -24,7 +24,12 @@ import threading
 from collections.abc import Callable
 from typing import Any, Final
 
-from duly.backends.sqlite._connection import CHECKPOINT_EVERY, CHECKPOINT_ROWS, Checkpointer
+from duly.backends.sqlite._connection import (
+    CHECKPOINT_EVERY,
+    CHECKPOINT_ROWS,
+    Checkpointer,
+    timed,
+)
 
 __all__ = ["SqliteThread"]
 
@@ -158,22 +163,25 @@ class SqliteThread:
                 if conn is not None:
                     conn.close()
                 return call, None, None
-            return call, call.fn(self._connection()), None
+            with timed():
+                return call, call.fn(self._connection()), None
         except BaseException as exc:  # delivered to the caller
             return call, None, exc
 
     def _group(self, group: list[_Call]) -> list[_Done]:
         try:
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
+            with timed():
+                conn = self._connection()
+                conn.execute("BEGIN IMMEDIATE")
         except BaseException as exc:  # locked or unopenable: every call of the group fails alike
             return [(call, None, exc) for call in group]
         results = []
         try:
-            for call in group:
-                assert call.fn is not None
-                results.append(call.fn(conn))
-            conn.execute("COMMIT")
+            with timed():
+                for call in group:
+                    assert call.fn is not None
+                    results.append(call.fn(conn))
+                conn.execute("COMMIT")
         except BaseException as exc:
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back
