@@ -205,16 +205,18 @@ def _same(given: Any, back: Any) -> bool:
 class _Slot:
     """One parameter (or each element of ``*args`` / ``**kwargs``): how its values cross JSON."""
 
-    __slots__ = ("decoder", "name", "type")
+    __slots__ = ("decoder", "name", "type", "unresolved")
 
-    def __init__(self, name: str, tp: Any = Any) -> None:
+    def __init__(self, name: str, tp: Any = Any, unresolved: Any = None) -> None:
         self.name = name
         self.type = tp
+        #: The annotation, when it could not be evaluated (so the values are plain JSON).
+        self.unresolved = unresolved
         self.decoder: msgspec.json.Decoder[Any] | None = None
         if not _is_plain(tp):
             try:
                 self.decoder = msgspec.json.Decoder(tp)
-            except TypeError:  # a type msgspec does not know: checked as plain JSON
+            except (TypeError, ValueError):  # a type msgspec does not know: plain JSON
                 self.type = Any
 
     def problem(self, value: Any) -> str | None:
@@ -224,6 +226,11 @@ class _Slot:
             if found is None:
                 return None
             fix = _fix(value, self.name.lstrip("*"), nested=found.startswith("holds"))
+            if self.unresolved is not None:
+                fix += (
+                    f" (its annotation {self.unresolved!r} does not resolve at run time: import "
+                    "what it names at module level, not under `if TYPE_CHECKING:`)"
+                )
             return f"{found}, which JSON cannot carry as it is: {fix}"
         expected = _type_name(self.type)
         try:
@@ -306,7 +313,14 @@ class CallSpec:
         ) + (signature is not None and signature.return_annotation is not inspect.Signature.empty):
             return  # some annotation did not resolve yet: try again on first use
         kinds = inspect.Parameter
-        slot = {p.name: _Slot(p.name, hints.get(p.name, Any)) for p in params}
+
+        def slot_of(param: inspect.Parameter, label: str) -> _Slot:
+            if param.name in hints:
+                return _Slot(label, hints[param.name])
+            missing = param.annotation is not inspect.Parameter.empty
+            return _Slot(label, Any, param.annotation if missing else None)
+
+        slot = {p.name: slot_of(p, p.name) for p in params}
         self._positional = [
             slot[p.name]
             for p in params
@@ -319,12 +333,8 @@ class CallSpec:
         }
         star = [p for p in params if p.kind is kinds.VAR_POSITIONAL]
         stars = [p for p in params if p.kind is kinds.VAR_KEYWORD]
-        self._var_positional = (
-            _Slot(f"*{star[0].name}", hints.get(star[0].name, Any)) if star else None
-        )
-        self._var_keyword = (
-            _Slot(f"**{stars[0].name}", hints.get(stars[0].name, Any)) if stars else None
-        )
+        self._var_positional = slot_of(star[0], f"*{star[0].name}") if star else None
+        self._var_keyword = slot_of(stars[0], f"**{stars[0].name}") if stars else None
         if signature is None:
             self._var_positional, self._var_keyword = _Slot("*args"), _Slot("**kwargs")
         self._result = _Slot("return", hints.get("return", Any))
@@ -341,8 +351,10 @@ class CallSpec:
             p.kind is kinds.POSITIONAL_OR_KEYWORD for p in params
         )
         self._names = {p.name: index for index, p in enumerate(params)}
-        # Of plain parameters, those without a default come first (Python's own rule).
-        self._required = tuple(p.name for p in params if p.default is inspect.Parameter.empty)
+        # Of plain parameters, those without a default come first (Python's own rule): given
+        # n positional arguments, the keywords must name _missing[n] (for n < len(required)).
+        required = [p.name for p in params if p.default is inspect.Parameter.empty]
+        self._missing = [frozenset(required[n:]) for n in range(len(required))]
         self._resolved = True
 
     @property
@@ -372,8 +384,8 @@ class CallSpec:
                 index = names.get(key)
                 if index is None or index < given:
                     return False
-        required = self._required
-        return given >= len(required) or all(name in kwargs for name in required[given:])
+        missing = self._missing
+        return given >= len(missing) or kwargs.keys() >= missing[given]
 
     def _why_not(self, args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any]) -> str | None:
         if self.signature is None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import inspect
+import itertools
 import math
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, timezone
@@ -20,6 +22,7 @@ import msgspec
 import pytest
 
 import duly
+from duly.serialization import CallSpec
 from duly.testing import run_jobs
 
 pytestmark = pytest.mark.timeout(90)
@@ -145,8 +148,9 @@ def test_an_annotation_that_does_not_resolve_is_treated_as_untyped(app: duly.App
         return None
 
     unresolved.enqueue(1)
-    with pytest.raises(TypeError, match=r"positional argument 0 \(x\) is a set"):
+    with pytest.raises(TypeError, match=r"positional argument 0 \(x\) is a set") as raised:
         unresolved.enqueue({1})
+    assert "'NoSuchType' does not resolve" in str(raised.value)
     assert len(app.jobs()) == 1
 
 
@@ -378,3 +382,34 @@ def test_a_job_that_no_longer_fits_its_task_fails_at_once(make_app) -> None:
     assert "test.when(at)" in when_info.error["message"]
     assert "datetime" in when_info.error["message"]
     assert stats.failed == 2
+
+
+def test_the_signature_check_agrees_with_python() -> None:
+    """duly checks common signatures without ``inspect.Signature.bind`` (it costs µs per call);
+    every call shape must be judged as Python judges it."""
+
+    def f0() -> None: ...
+    def f1(a: int) -> None: ...
+    def f2(a: int, b: int) -> None: ...
+    def f3(a: int, b: int = 1) -> None: ...
+    def f4(a: int, b: int, c: int = 1, d: int = 2) -> None: ...
+    def f5(a: int = 1, b: int = 2) -> None: ...
+
+    names = ["a", "b", "c", "d", "x"]
+    for fn in (f0, f1, f2, f3, f4, f5):
+        spec = CallSpec(fn, "t.f")
+        for given in range(5):
+            for count in range(4):
+                for keywords in itertools.combinations(names, count):
+                    args, kwargs = tuple(range(given)), dict.fromkeys(keywords, 0)
+                    try:
+                        inspect.signature(fn).bind(*args, **kwargs)
+                        fits = True
+                    except TypeError:
+                        fits = False
+                    try:
+                        spec.encode_call(args, kwargs, 1000)
+                        accepted = True
+                    except duly.ArgumentsMismatch:
+                        accepted = False
+                    assert accepted == fits, (fn.__name__, args, kwargs)
