@@ -79,32 +79,36 @@ def _plain_problem(value: Any) -> str | None:
         return None
     if kind is float and math.isfinite(value):
         return None
-    return _deep_problem(value, "")
+    try:
+        found = _deep_problem(value)
+    except RecursionError:
+        return "is nested too deeply"
+    return None if found is None else _at(*found)
 
 
-def _deep_problem(value: Any, path: str) -> str | None:
+def _deep_problem(value: Any) -> tuple[str, str] | None:
+    """(what, where) of the first value inside ``value`` that plain JSON would change; the
+    path is only built for it, on the way back up."""
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
         return None
     if kind is float:
-        return (
-            None if math.isfinite(value) else _at(f"{value!r} (JSON has no NaN or Infinity)", path)
-        )
+        return None if math.isfinite(value) else (f"{value!r} (JSON has no NaN or Infinity)", "")
     if kind is list:
         for index, item in enumerate(value):
-            found = _deep_problem(item, f"{path}[{index}]")
+            found = _deep_problem(item)
             if found is not None:
-                return found
+                return found[0], f"[{index}]{found[1]}"
         return None
     if kind is dict:
         for key, item in value.items():
             if type(key) is not str:
-                return _at(f"a dict with {_article(type(key).__name__)} key {key!r}", path)
-            found = _deep_problem(item, f"{path}[{key!r}]")
+                return f"a dict with {_article(type(key).__name__)} key {key!r}", ""
+            found = _deep_problem(item)
             if found is not None:
-                return found
+                return found[0], f"[{key!r}]{found[1]}"
         return None
-    return _at(_describe(value), path)
+    return _describe(value), ""
 
 
 def _at(what: str, path: str) -> str:
@@ -168,8 +172,11 @@ _PLAIN_TYPES: frozenset[Any] = frozenset(
 
 def _is_plain(tp: Any) -> bool:
     """True if plain JSON decoding already gives what ``tp`` asks for (no typed decode needed)."""
-    if tp in _PLAIN_TYPES:
-        return True
+    try:
+        if tp in _PLAIN_TYPES:
+            return True
+    except TypeError:  # an unhashable annotation
+        return False
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is list:
         return all(_is_plain(a) for a in args)

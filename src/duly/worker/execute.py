@@ -69,9 +69,8 @@ def failure_outcome(
     errors = _append_error(record, error_entry(exc, record.attempts, now))
     if task is not None:
         config = task.config
-        retryable = (config.retry_timeouts or not isinstance(exc, JobTimeout)) and not isinstance(
-            exc, _NEVER_RETRIED
-        )
+        timeout_retried = config.retry_timeouts or not isinstance(exc, JobTimeout)
+        retryable = timeout_retried and not isinstance(exc, _NEVER_RETRIED)
         if retryable and isinstance(exc, config.retry_on) and record.attempts < record.max_attempts:
             run_at = now + config.backoff.delay(record.attempts)
             return Outcome(record.id, "retry", errors=errors, run_at=run_at)
