@@ -20,6 +20,7 @@ from duly.app import App, FailureCallback
 from duly.clock import Clock, ManualClock, SystemClock
 from duly.context import JobContext, current_job
 from duly.errors import (
+    ArgumentsMismatch,
     BackendUnavailable,
     ConfigurationError,
     DulyError,
@@ -46,6 +47,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 __all__ = [
     "STATUSES",
     "App",
+    "ArgumentsMismatch",
     "BackendUnavailable",
     "Backoff",
     "Clock",

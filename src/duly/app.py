@@ -494,7 +494,7 @@ class App:
         if not isinstance(job_id, str):
             raise TypeError(f"a job id is a str, got {job_id!r}")
         record = await (await self.backend()).get_job(job_id)
-        return None if record is None else JobInfo.from_record(record)
+        return None if record is None else JobInfo.from_record(record, self.tasks.get(record.task))
 
     def jobs(
         self,
@@ -526,7 +526,7 @@ class App:
             raise ValueError(f"limit must be an int from 1 to 10000, got {limit!r}")
         where = JobFilter(key=key, status=status, task=task, queue=queue)
         records = await (await self.backend()).list_jobs(where, limit)
-        return [JobInfo.from_record(r) for r in records]
+        return [JobInfo.from_record(r, self.tasks.get(r.task)) for r in records]
 
     # -- operator actions ------------------------------------------------------------------
     def retry(self, job_id: str) -> bool:

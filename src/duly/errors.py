@@ -5,8 +5,9 @@
     DulyError
     ├── BackendUnavailable      the backend could not be reached (enqueue, lookups, the worker)
     ├── ConfigurationError      a bad URL, a missing extra, an invalid option
-    ├── PayloadError            arguments that cannot be stored
-    │   ├── SerializationError  (also a TypeError) an argument is not JSON-serializable
+    ├── PayloadError            arguments that cannot be stored, or no longer fit their task
+    │   ├── SerializationError  (also a TypeError) a value JSON cannot carry faithfully
+    │   ├── ArgumentsMismatch   (also a TypeError) arguments that do not fit the task's signature
     │   └── PayloadTooLarge     (also a ValueError) the encoded arguments exceed the size limit
     ├── TaskNotFound            a worker was given a task name it does not know
     ├── JobNotFound             a lookup or action on an id that does not exist
@@ -25,6 +26,7 @@ something useful.
 from __future__ import annotations
 
 __all__ = [
+    "ArgumentsMismatch",
     "BackendUnavailable",
     "ConfigurationError",
     "DulyError",
@@ -59,7 +61,15 @@ class PayloadError(DulyError):
 
 
 class SerializationError(PayloadError, TypeError):
-    """An argument is not JSON-serializable."""
+    """A value JSON cannot carry faithfully, and no annotation lets duly restore it."""
+
+
+class ArgumentsMismatch(PayloadError, TypeError):
+    """The arguments do not fit the task's signature (or its annotated types).
+
+    Raised at enqueue; a stored job whose arguments no longer fit (the task changed between
+    deploys) fails with it at once, without retries: running it again cannot help.
+    """
 
 
 class PayloadTooLarge(PayloadError, ValueError):

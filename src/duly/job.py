@@ -9,10 +9,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from duly.records import FINISHED_STATUSES, JobRecord
-from duly.serialization import decode, decode_payload
+from duly.serialization import decode, decode_payload, to_builtins
 
 if TYPE_CHECKING:
     from duly.app import App
+    from duly.task import Task
 
 __all__ = ["Job", "JobInfo"]
 
@@ -60,11 +61,14 @@ class JobInfo:
         for name, value in data.items():
             if isinstance(value, datetime):
                 data[name] = value.isoformat()
+        data["result"] = to_builtins(self.result)  # a restored datetime, set...: as JSON has it
         return data
 
     @classmethod
-    def from_record(cls, record: JobRecord) -> JobInfo:
-        """Decode a backend record; a corrupt payload shows as empty arguments, never raises."""
+    def from_record(cls, record: JobRecord, task: Task[Any, Any] | None = None) -> JobInfo:
+        """Decode a backend record; a corrupt payload shows as empty arguments, never raises.
+
+        With its ``task``, the result is restored to the return annotation's type."""
         try:
             args, kwargs = decode_payload(record.payload)
         except ValueError:
@@ -79,7 +83,9 @@ class JobInfo:
         result: Any = None
         if record.result is not None:
             try:
-                result = decode(record.result)
+                result = (
+                    decode(record.result) if task is None else task.decode_result(record.result)
+                )
             except ValueError:
                 result = None
         return cls(

@@ -13,7 +13,7 @@ from duly.ids import new_id
 from duly.limits import Limits
 from duly.records import JobRecord, NewJob, Outcome
 from duly.retry import Backoff
-from duly.serialization import encode_payload, encode_result
+from duly.serialization import CallSpec
 
 if TYPE_CHECKING:
     from duly.app import App
@@ -152,7 +152,7 @@ class Signature:
         """The job this call becomes at time ``now``."""
         task, opts = self.task, self.options
         config = task.config
-        payload = encode_payload(config.name, self.args, self.kwargs, task.app.max_payload_bytes)
+        payload = task.spec.encode_call(self.args, self.kwargs, task.app.max_payload_bytes)
         if opts.at is not None:
             scheduled_for = opts.at.timestamp()
         elif opts.delay:
@@ -248,6 +248,8 @@ class Task(_Enqueuer[P, R]):
         self.config = config
         #: True for ``async def`` tasks (run on the event loop, not a thread).
         self.is_async = inspect.iscoroutinefunction(fn)
+        #: How calls bind and how arguments and results cross JSON (from the signature).
+        self.spec = CallSpec(fn, config.name)
         self.task = self
         self._options = EnqueueOptions()
         self.__doc__ = fn.__doc__
@@ -271,8 +273,12 @@ class Task(_Enqueuer[P, R]):
     ) -> Outcome:
         """The outcome of a run of ``record`` that returned ``value``: succeeded, storing it."""
         return Outcome(
-            record.id, "succeeded", result=encode_result(self.name, value), expire_at=expire_at
+            record.id, "succeeded", result=self.spec.encode_result(value), expire_at=expire_at
         )
+
+    def decode_result(self, data: bytes) -> Any:
+        """A stored result of this task, restored to its return annotation's type."""
+        return self.spec.decode_result(data)
 
     def options(
         self,

@@ -242,6 +242,10 @@ class Watch(Task[P, R]):
         """A check returned the next time or None: run ``again`` then, or end the watch."""
         return check_outcome(self.watch, record, value, now, expire_at)
 
+    def decode_result(self, data: bytes) -> Any:
+        """A watch's result is its progress summary (plain JSON), not a return value."""
+        return decode(data)
+
     def options(  # type: ignore[override]
         self,
         *,

@@ -30,12 +30,12 @@ def add(app: duly.App) -> duly.Task[Any, Any]:
 
 
 def test_an_argument_that_does_not_serialize_is_named(app: duly.App, add) -> None:
-    with pytest.raises(TypeError, match=r"positional argument 1 \(object\)") as raised:
+    with pytest.raises(TypeError, match=r"positional argument 1 \(b\) is an object") as raised:
         add.enqueue(1, object())
     assert isinstance(raised.value, duly.SerializationError)
     assert isinstance(raised.value, duly.DulyError)
     assert "t.add" in str(raised.value)
-    with pytest.raises(TypeError, match=r"argument 'b' \(Thing\)"):
+    with pytest.raises(TypeError, match=r"argument 'b' is a Thing"):
         add.enqueue(1, b=Thing())
     with pytest.raises(TypeError, match="'b'"):
         add.enqueue(1, b=lambda: 1)

@@ -9,9 +9,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from duly.context import JobContext, _current
-from duly.errors import JobTimeout, Retry, TaskNotFound, Throttled
+from duly.errors import (
+    ArgumentsMismatch,
+    JobTimeout,
+    Retry,
+    SerializationError,
+    TaskNotFound,
+    Throttled,
+)
 from duly.records import JobRecord, Outcome
-from duly.serialization import decode, decode_payload, encode
+from duly.serialization import decode, encode
 
 if TYPE_CHECKING:
     from duly.app import App
@@ -23,6 +30,9 @@ __all__ = ["Execution", "error_entry", "failure_outcome"]
 #: Failures kept per job (the oldest are dropped first).
 MAX_ERRORS_KEPT = 20
 _MAX_TRACEBACK_CHARS = 16_000
+#: Failures that running the job again cannot mend: arguments that no longer fit the task,
+#: a result JSON cannot carry. They fail the job at once, whatever ``retry_on`` says.
+_NEVER_RETRIED = (ArgumentsMismatch, SerializationError)
 
 
 def error_entry(exc: BaseException, attempt: int, now: float) -> dict[str, Any]:
@@ -59,7 +69,8 @@ def failure_outcome(
     errors = _append_error(record, error_entry(exc, record.attempts, now))
     if task is not None:
         config = task.config
-        retryable = config.retry_timeouts or not isinstance(exc, JobTimeout)
+        timeout_retried = config.retry_timeouts or not isinstance(exc, JobTimeout)
+        retryable = timeout_retried and not isinstance(exc, _NEVER_RETRIED)
         if retryable and isinstance(exc, config.retry_on) and record.attempts < record.max_attempts:
             run_at = now + config.backoff.delay(record.attempts)
             return Outcome(record.id, "retry", errors=errors, run_at=run_at)
@@ -94,7 +105,9 @@ class Execution:
             )
             return failure_outcome(app, None, record, exc, app.clock.now()), exc
         try:
-            args, kwargs = decode_payload(record.payload)
+            args, kwargs = task.spec.decode_call(record.payload)
+        except ArgumentsMismatch as mismatch:  # the task changed since this job was stored
+            return self._failed(app, task, mismatch)
         except ValueError as decode_error:
             return failure_outcome(app, None, record, decode_error, app.clock.now()), decode_error
         context = JobContext(
