@@ -24,7 +24,7 @@ from typing import Any
 
 from duly.errors import ConfigurationError
 from duly.records import RateRequest, UniqueUntil
-from duly.serialization import encode
+from duly.serialization import canonical
 
 __all__ = ["KeyTemplate", "Limits", "RateLimit", "bind_arguments", "gcra_slots", "parse_rate"]
 
@@ -88,7 +88,7 @@ class KeyTemplate:
         except TypeError as exc:
             raise TypeError(f"the arguments do not match the function: {exc}") from None
         if self.template is None:
-            key = encode(arguments).decode()
+            key = canonical(arguments).decode()
         else:
             try:
                 key = self.template.format_map(arguments)

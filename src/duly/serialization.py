@@ -23,9 +23,10 @@ import msgspec
 
 from duly.errors import ArgumentsMismatch, PayloadTooLarge, SerializationError
 
-__all__ = ["CallSpec", "decode", "decode_payload", "encode", "to_builtins"]
+__all__ = ["CallSpec", "canonical", "decode", "decode_payload", "encode", "to_builtins"]
 
 _encoder = msgspec.json.Encoder()
+_canonical_encoder = msgspec.json.Encoder(order="deterministic")
 _decoder = msgspec.json.Decoder()
 _ENCODE_ERRORS = (TypeError, ValueError, OverflowError)
 _JSON_VALUES = "str, int, float, bool, None, list, or dict with str keys"
@@ -34,6 +35,12 @@ _JSON_VALUES = "str, int, float, bool, None, list, or dict with str keys"
 def encode(value: Any) -> bytes:
     """JSON bytes of ``value``; raises TypeError (from msgspec) if it cannot be encoded."""
     return _encoder.encode(value)
+
+
+def canonical(value: Any) -> bytes:
+    """JSON bytes of ``value`` that equal values share in every process: dict keys and sets
+    sorted (a set's iteration order changes with the hash seed), so keys derived from it agree."""
+    return _canonical_encoder.encode(value)
 
 
 def decode(data: bytes | str) -> Any:

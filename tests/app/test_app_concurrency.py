@@ -3,10 +3,14 @@ mutexes, concurrency limits, rate limits, ``Throttled``, weighted queues, and ba
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,6 +66,36 @@ def test_unique_is_released_when_the_job_finishes(
     assert app.get_job(first.id).status == "succeeded"  # type: ignore[union-attr]
     again = refresh.enqueue(1)
     assert not again.deduplicated and again.id != first.id
+
+
+_UNIQUE_KEY_OF_A_SET = """
+import duly
+app = duly.App("sqlite:///unused.db")
+
+@app.task(name="t.sync", unique=True)
+def sync(tags: set[str], meta: dict[str, int]) -> None: ...
+
+assert sync.config.limits is not None
+call = {"tags": {"a", "b", "c", "d", "e"}, "meta": {"z": 1, "y": 2}}
+print(sync.config.limits.unique_key((), call))
+"""
+
+
+def test_unique_true_keys_agree_across_processes_for_sets_and_dicts(tmp_path: Path) -> None:
+    """A set iterates in an order that changes with the hash seed: two processes enqueueing
+    the same call must still render one unique key, or the duplicate is stored."""
+    keys = set()
+    for seed in ("1", "2", "3", "4"):
+        done = subprocess.run(
+            [sys.executable, "-c", _UNIQUE_KEY_OF_A_SET],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        keys.add(done.stdout.strip())
+    assert keys == {'t.sync:{"meta":{"y":2,"z":1},"tags":["a","b","c","d","e"]}'}
 
 
 def test_unique_until_start_allows_one_queued_behind_a_running_one(
