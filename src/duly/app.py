@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack, cast, overloa
 from duly.backends import DEFAULT_URL, Backend, backend_from_url
 from duly.clock import Clock, SystemClock
 from duly.errors import ConfigurationError
+from duly.hooks import Hook, Hooks, settle
 from duly.job import Job, JobInfo
 from duly.portal import Portal
 from duly.records import STATUSES, JobFilter, NewJob, QueueStats, StatRow, WorkerRecord
@@ -38,6 +39,19 @@ FailureCallback = Callable[[JobInfo, BaseException], Awaitable[None] | None]
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 DEFAULT_RETENTION = timedelta(hours=24)
 DEFAULT_FAILED_RETENTION = timedelta(days=7)
+
+
+class _FailureCallback(Hook):
+    """An ``on_failure`` callback as a hook."""
+
+    def __init__(self, callback: FailureCallback) -> None:
+        self.callback = callback
+
+    def __repr__(self) -> str:
+        return f"<on_failure {self.callback!r}>"
+
+    def failed(self, job: JobInfo, error: BaseException) -> Awaitable[None] | None:
+        return self.callback(job, error)
 
 
 @dataclass
@@ -151,7 +165,8 @@ class App:
         self.tasks = self.registry.tasks
         #: Periodic schedules by task name (``@app.periodic``).
         self.schedules = self.registry.schedules
-        self.failure_callbacks: list[FailureCallback] = []
+        #: Hooks called on job events (``add_hook``); ``on_failure`` callbacks are hooks.
+        self.hooks = Hooks()
         # Validate the URL now: a typo should fail at start-up, not at the first enqueue.
         self._template = backend_from_url(self.url, namespace)
         self._portal = Portal()
@@ -271,8 +286,13 @@ class App:
     def on_failure(self, callback: FailureCallback) -> FailureCallback:
         """Call ``callback(job_info, error)`` whenever a job fails for good (usable as a
         decorator). Errors raised by callbacks are logged, never lost jobs."""
-        self.failure_callbacks.append(callback)
+        self.hooks.add(_FailureCallback(callback))
         return callback
+
+    def add_hook(self, hook: Hook) -> Hook:
+        """Call ``hook``'s methods on job events from now on (see ``duly.Hook``)."""
+        self.hooks.add(hook)
+        return hook
 
     # -- backend access --------------------------------------------------------------------
     async def backend(self) -> Backend:
@@ -346,6 +366,10 @@ class App:
             results = self._template.enqueue_on(connection, built)  # type: ignore[attr-defined]
         else:
             results = self._template.enqueue_blocking(built)
+        if self.hooks.watching("enqueued"):
+            pending = self.hooks.call("enqueued", built, results)
+            if pending:
+                self._sync(settle("enqueued", pending))
         return self._jobs(built, results)
 
     async def enqueue_many_async(self, signatures: Iterable[Signature]) -> list[Job]:
@@ -360,6 +384,8 @@ class App:
             results = await backend.enqueue_on_async(connection, built)  # type: ignore[attr-defined]
         else:
             results = await self._enqueue_built(built)
+        if self.hooks.watching("enqueued"):
+            await self.hooks.emit("enqueued", built, results)
         return self._jobs(built, results)
 
     async def _enqueue_built(self, built: list[NewJob]) -> list[Any]:
