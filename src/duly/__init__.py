@@ -33,8 +33,10 @@ from duly.errors import (
     TaskNotFound,
     Throttled,
 )
+from duly.hooks import Hook
 from duly.job import Job, JobInfo
 from duly.records import STATUSES, JobStatus, QueueStats, StatRow, WorkerRecord
+from duly.registry import TaskSettings
 from duly.retry import Backoff
 from duly.task import Signature, Task
 from duly.worker import Worker
@@ -54,6 +56,7 @@ __all__ = [
     "ConfigurationError",
     "DulyError",
     "FailureCallback",
+    "Hook",
     "Job",
     "JobContext",
     "JobInfo",
@@ -71,6 +74,7 @@ __all__ = [
     "SystemClock",
     "Task",
     "TaskNotFound",
+    "TaskSettings",
     "Throttled",
     "Worker",
     "WorkerRecord",

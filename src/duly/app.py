@@ -6,24 +6,22 @@ import asyncio
 import dataclasses
 import inspect
 import os
-import sys
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack, cast, overload
 
 from duly.backends import DEFAULT_URL, Backend, backend_from_url
 from duly.clock import Clock, SystemClock
 from duly.errors import ConfigurationError
+from duly.hooks import Hook, Hooks, settle
 from duly.job import Job, JobInfo
-from duly.limits import Limits
 from duly.portal import Portal
 from duly.records import STATUSES, JobFilter, NewJob, QueueStats, StatRow, WorkerRecord
-from duly.retry import Backoff
+from duly.registry import Registry, TaskSettings, WatchTaskSettings
 from duly.scheduler.periodic import CatchUp, Schedule
-from duly.task import Signature, Task, TaskConfig, build_all, seconds
+from duly.task import Signature, Task, build_all, seconds
 from duly.watch import Watch, WatchConfig, WatchRecord
 
 if TYPE_CHECKING:
@@ -43,18 +41,17 @@ DEFAULT_RETENTION = timedelta(hours=24)
 DEFAULT_FAILED_RETENTION = timedelta(days=7)
 
 
-def _default_task_name(fn: Callable[..., Any]) -> str:
-    """``module.qualname``; a script run as ``__main__`` is named after its file, so that the
-    worker (which imports it by module name) finds the same task."""
-    module = getattr(fn, "__module__", None) or "__main__"
-    if module == "__main__":
-        main = sys.modules.get("__main__")
-        spec = getattr(main, "__spec__", None)
-        if spec is not None and spec.name:
-            module = spec.name
-        elif main is not None and getattr(main, "__file__", None):
-            module = Path(main.__file__ or "main").stem
-    return f"{module}.{fn.__qualname__}"
+class _FailureCallback(Hook):
+    """An ``on_failure`` callback as a hook."""
+
+    def __init__(self, callback: FailureCallback) -> None:
+        self.callback = callback
+
+    def __repr__(self) -> str:
+        return f"<on_failure {self.callback!r}>"
+
+    def failed(self, job: JobInfo, error: BaseException) -> Awaitable[None] | None:
+        return self.callback(job, error)
 
 
 @dataclass
@@ -67,7 +64,7 @@ class _LoopBackend:
 class _TaskDecorator:
     """What ``@app.task(...)`` returns: typed so async functions yield ``Task[P, R]``."""
 
-    def __init__(self, app: App, settings: dict[str, Any]) -> None:
+    def __init__(self, app: App, settings: TaskSettings) -> None:
         self._app = app
         self._settings = settings
 
@@ -76,7 +73,7 @@ class _TaskDecorator:
     @overload
     def __call__(self, fn: Callable[P, R]) -> Task[P, R]: ...
     def __call__(self, fn: Callable[P, Any]) -> Task[P, Any]:
-        return self._app._register(fn, **self._settings)
+        return self._app.registry.register(self._app, fn, self._settings)
 
 
 class _PeriodicDecorator:
@@ -89,7 +86,7 @@ class _PeriodicDecorator:
         cron: str | None,
         tz: str,
         catch_up: CatchUp,
-        settings: dict[str, Any],
+        settings: TaskSettings,
     ) -> None:
         self._app = app
         self._settings = settings
@@ -108,33 +105,30 @@ class _PeriodicDecorator:
             raise TypeError(
                 f"a periodic task is called without arguments; {fn.__qualname__} needs some"
             ) from None
-        settings = dict(self._settings)
+        settings = self._settings
         schedule = self._schedule
         if settings.get("retention") is None:
             # The last tick is read back from the newest job: keep jobs for two periods at least.
             period = schedule.period(self._app.clock.now())
-            settings["retention"] = max(self._app.retention, 2 * period)
-        task = self._app._register(fn, **settings)
-        self._app.schedules[task.name] = dataclasses.replace(schedule, task=task.name)
+            settings = {**settings, "retention": max(self._app.retention, 2 * period)}
+        registry = self._app.registry
+        task = registry.register(self._app, fn, settings)
+        registry.schedules[task.name] = dataclasses.replace(schedule, task=task.name)
         return task
 
 
 class _WatchDecorator:
     """What ``@app.watch(...)`` returns."""
 
-    def __init__(self, app: App, watch: WatchConfig, settings: dict[str, Any]) -> None:
+    def __init__(self, app: App, watch: WatchConfig, settings: TaskSettings) -> None:
         self._app = app
         self._watch = watch
         self._settings = settings
 
     def __call__(self, fn: Callable[P, Any]) -> Watch[P, Any]:
-        task = self._app._register(fn, watch=self._watch, **self._settings)
+        task = self._app.registry.register(self._app, fn, self._settings, watch=self._watch)
         assert isinstance(task, Watch)
         return task
-
-
-#: Ended watches stay this long by default (their history rows).
-DEFAULT_WATCH_RETENTION = timedelta(days=7)
 
 
 class App:
@@ -166,10 +160,13 @@ class App:
             raise ValueError("max_lost must be >= 1")
         self.max_lost = max_lost
         self.clock: Clock = clock or SystemClock()
-        self.tasks: dict[str, Task[Any, Any]] = {}
-        self.failure_callbacks: list[FailureCallback] = []
+        self.registry = Registry()
+        #: The registered tasks by name.
+        self.tasks = self.registry.tasks
         #: Periodic schedules by task name (``@app.periodic``).
-        self.schedules: dict[str, Schedule] = {}
+        self.schedules = self.registry.schedules
+        #: Hooks called on job events (``add_hook``); ``on_failure`` callbacks are hooks.
+        self.hooks = Hooks()
         # Validate the URL now: a typo should fail at start-up, not at the first enqueue.
         self._template = backend_from_url(self.url, namespace)
         self._portal = Portal(at_exit=self.close)  # a script may forget close()
@@ -186,30 +183,10 @@ class App:
     @overload
     def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
     @overload
+    def task(self, fn: None = None, /, **settings: Unpack[TaskSettings]) -> _TaskDecorator: ...
     def task(
-        self,
-        fn: None = None,
-        /,
-        *,
-        name: str | None = None,
-        queue: str = "default",
-        retries: int = 3,
-        backoff: Backoff | None = None,
-        timeout: float | timedelta | None = None,
-        retry_on: Iterable[type[BaseException]] | None = None,
-        retention: float | timedelta | None = None,
-        failed_retention: float | timedelta | None = None,
-        priority: int = 0,
-        unique: str | bool | None = None,
-        unique_until: Literal["start", "finish"] = "finish",
-        unique_ttl: float | timedelta | None = None,
-        mutex: str | None = None,
-        concurrency: int | None = None,
-        concurrency_key: str | None = None,
-        rate_limit: str | None = None,
-        rate_key: str | None = None,
-    ) -> _TaskDecorator: ...
-    def task(self, fn: Callable[..., Any] | None = None, /, **settings: Any) -> Any:
+        self, fn: Callable[..., Any] | None = None, /, **settings: Unpack[TaskSettings]
+    ) -> Any:
         """Register a function (``def`` or ``async def``) as a task.
 
         ``retries`` (default 3) with ``backoff`` (default ``Backoff(base=1, cap=300)``),
@@ -226,81 +203,8 @@ class App:
         across all workers; jobs over the limit are deferred, not failed.
         """
         if fn is not None:
-            return self._register(fn)
+            return self.registry.register(self, fn, settings)
         return _TaskDecorator(self, settings)
-
-    def _register(
-        self,
-        fn: Callable[..., Any],
-        *,
-        name: str | None = None,
-        queue: str = "default",
-        retries: int = 3,
-        backoff: Backoff | None = None,
-        timeout: float | timedelta | None = None,
-        retry_on: Iterable[type[BaseException]] | None = None,
-        retention: float | timedelta | None = None,
-        failed_retention: float | timedelta | None = None,
-        priority: int = 0,
-        unique: str | bool | None = None,
-        unique_until: Literal["start", "finish"] = "finish",
-        unique_ttl: float | timedelta | None = None,
-        mutex: str | None = None,
-        concurrency: int | None = None,
-        concurrency_key: str | None = None,
-        rate_limit: str | None = None,
-        rate_key: str | None = None,
-        watch: WatchConfig | None = None,
-    ) -> Task[Any, Any]:
-        if not callable(fn):
-            raise TypeError(f"@app.task needs a function, got {fn!r}")
-        if watch is not None:
-            if unique is not None:
-                raise ConfigurationError("a watch is unique by its arguments; drop unique=")
-            unique, unique_until = True, "finish"
-            if retention is None:
-                retention = max(self.retention, DEFAULT_WATCH_RETENTION.total_seconds())
-        if isinstance(retry_on, type):
-            retry_on = (retry_on,)
-        task_name = name or _default_task_name(fn)
-        limits = Limits.build(
-            task_name,
-            fn,
-            unique=unique,
-            unique_until=unique_until,
-            unique_ttl=None if unique_ttl is None else seconds(unique_ttl, "unique_ttl"),
-            mutex=mutex,
-            concurrency=concurrency,
-            concurrency_key=concurrency_key,
-            rate_limit=rate_limit,
-            rate_key=rate_key,
-            key_by_unique=watch is not None,
-        )
-        config = TaskConfig(
-            name=task_name,
-            queue=queue,
-            retries=retries,
-            backoff=backoff or Backoff(),
-            timeout=None if timeout is None else seconds(timeout, "timeout"),
-            retry_on=tuple(retry_on) if retry_on is not None else (Exception,),
-            retention=None if retention is None else seconds(retention, "retention"),
-            failed_retention=(
-                None if failed_retention is None else seconds(failed_retention, "failed_retention")
-            ),
-            priority=priority,
-            limits=limits,
-            retry_timeouts=watch is None,  # a watch's check over its timeout ends the watch
-        )
-        existing = self.tasks.get(config.name)
-        if existing is not None and existing.fn is not fn:
-            raise ConfigurationError(
-                f"two tasks are named {config.name!r}; give one of them name=..."
-            )
-        task: Task[Any, Any] = (
-            Task(self, fn, config) if watch is None else Watch(self, fn, config, watch)
-        )
-        self.tasks[config.name] = task
-        return task
 
     def periodic(
         self,
@@ -309,7 +213,7 @@ class App:
         cron: str | None = None,
         tz: str = "UTC",
         catch_up: CatchUp = "one",
-        **task_settings: Any,
+        **task_settings: Unpack[TaskSettings],
     ) -> _PeriodicDecorator:
         """Make a no-argument function a task AND run it on a schedule.
 
@@ -329,7 +233,7 @@ class App:
         horizon: float | timedelta | None = None,
         timeout: float | timedelta | None = None,
         slot: float | timedelta | None = None,
-        **task_settings: Any,
+        **task_settings: Unpack[WatchTaskSettings],
     ) -> _WatchDecorator:
         """Make a function a durable future check (PRODUCT §6).
 
@@ -346,7 +250,9 @@ class App:
             horizon=None if horizon is None else seconds(horizon, "horizon"),
             slot=None if slot is None else seconds(slot, "slot"),
         )
-        return _WatchDecorator(self, config, {"timeout": timeout, **task_settings})
+        # Every watch setting is a task setting; the guard's timeout is the task's timeout.
+        settings = cast(TaskSettings, {**task_settings, "timeout": timeout})
+        return _WatchDecorator(self, config, settings)
 
     def watch_history(
         self, watch: str | Watch[..., Any] | None = None, *, active: bool = False, limit: int = 50
@@ -359,7 +265,7 @@ class App:
     ) -> list[WatchRecord]:
         """Async twin of ``watch_history``."""
         if watch is None:
-            names = [name for name, task in self.tasks.items() if isinstance(task, Watch)]
+            names = self.registry.watches()
         else:
             names = [watch if isinstance(watch, str) else watch.name]
         statuses = (
@@ -380,8 +286,13 @@ class App:
     def on_failure(self, callback: FailureCallback) -> FailureCallback:
         """Call ``callback(job_info, error)`` whenever a job fails for good (usable as a
         decorator). Errors raised by callbacks are logged, never lost jobs."""
-        self.failure_callbacks.append(callback)
+        self.hooks.add(_FailureCallback(callback))
         return callback
+
+    def add_hook(self, hook: Hook) -> Hook:
+        """Call ``hook``'s methods on job events from now on (see ``duly.Hook``)."""
+        self.hooks.add(hook)
+        return hook
 
     # -- backend access --------------------------------------------------------------------
     async def backend(self) -> Backend:
@@ -455,6 +366,10 @@ class App:
             results = self._template.enqueue_on(connection, built)  # type: ignore[attr-defined]
         else:
             results = self._template.enqueue_blocking(built)
+        if self.hooks.watching("enqueued"):
+            pending = self.hooks.call("enqueued", built, results)
+            if pending:
+                self._sync(settle("enqueued", pending))
         return self._jobs(built, results)
 
     async def enqueue_many_async(self, signatures: Iterable[Signature]) -> list[Job]:
@@ -469,6 +384,8 @@ class App:
             results = await backend.enqueue_on_async(connection, built)  # type: ignore[attr-defined]
         else:
             results = await self._enqueue_built(built)
+        if self.hooks.watching("enqueued"):
+            await self.hooks.emit("enqueued", built, results)
         return self._jobs(built, results)
 
     async def _enqueue_built(self, built: list[NewJob]) -> list[Any]:

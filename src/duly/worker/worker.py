@@ -528,7 +528,7 @@ class Worker:
     async def _report_failure(
         self, record: JobRecord, outcome: Outcome, error: BaseException | None
     ) -> None:
-        if not self.app.failure_callbacks:
+        if not self.app.hooks.watching("failed"):
             return
         final = dataclasses.replace(
             record,
@@ -536,15 +536,9 @@ class Worker:
             errors=outcome.errors or record.errors,
             finished_at=self.app.clock.now(),
         )
-        info = JobInfo.from_record(final)
-        exc = error or DulyError("job failed")
-        for callback in self.app.failure_callbacks:
-            try:
-                returned = callback(info, exc)
-                if asyncio.iscoroutine(returned):
-                    await returned
-            except Exception:
-                log.exception("on_failure callback %r raised", callback)
+        await self.app.hooks.emit(
+            "failed", JobInfo.from_record(final), error or DulyError("job failed")
+        )
 
     # -- heartbeat -------------------------------------------------------------------------
     async def _heartbeat_loop(self) -> None:

@@ -1,0 +1,122 @@
+"""Hooks: the one seam through which metrics, events, logs and callbacks watch jobs.
+
+Subclass ``Hook``, override the methods you need and ``app.add_hook(MyHook())``. The App calls
+``enqueued``; every worker of the App calls the rest, in its own process, after the backend
+applied the change (a hook never sees a state that was not stored)::
+
+    class CountFailures(duly.Hook):
+        def __init__(self) -> None:
+            self.failed = 0
+
+        def failed(self, job, error):          # a job failed for good
+            self.failed += 1
+
+Methods run on the worker's event loop: keep them quick, or return an awaitable (an
+``async def`` method), which is awaited before the worker reports its next batch. An exception
+raised by a hook is logged and never changes a job. Only overridden methods are called, so a
+hook costs nothing on events it does not watch.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from duly.job import JobInfo
+    from duly.records import EnqueueResult, JobRecord, NewJob, Outcome
+
+__all__ = ["HOOK_EVENTS", "Hook", "HookCallResult", "Hooks", "settle"]
+
+log = logging.getLogger("duly.hooks")
+
+#: What a hook method returns: nothing, or an awaitable the caller awaits.
+HookCallResult = Awaitable[None] | None
+
+
+class Hook:
+    """Base class of hooks: every method is a no-op until overridden."""
+
+    def enqueued(self, jobs: Sequence[NewJob], results: Sequence[EnqueueResult]) -> HookCallResult:
+        """Jobs were stored (``results[i].deduplicated``: ``jobs[i]`` found a holder instead)."""
+
+    def started(self, record: JobRecord) -> HookCallResult:
+        """A worker claimed ``record`` and is about to run it (``record`` shows the new run)."""
+
+    def finished(
+        self, record: JobRecord, outcome: Outcome, error: BaseException | None
+    ) -> HookCallResult:
+        """The backend applied a run's outcome: ``outcome.kind`` is succeeded, again (a watch
+        checks again), retry, failed or release (handed back without an attempt charged)."""
+
+    def retried(
+        self, record: JobRecord, error: BaseException | None, run_at: float
+    ) -> HookCallResult:
+        """A run failed and the job will run again at ``run_at`` (a ``finished`` retry)."""
+
+    def failed(self, job: JobInfo, error: BaseException) -> HookCallResult:
+        """A job failed for good: its last attempt failed, or it was quarantined."""
+
+    def recovered(self, job_id: str, requeued: bool) -> HookCallResult:
+        """A job's worker died (its lease lapsed): back in its queue, or quarantined."""
+
+    def quarantined(self, job: JobInfo, error: BaseException) -> HookCallResult:
+        """A job lost its worker ``max_lost`` times and failed (``failed`` is called too)."""
+
+
+#: The events a hook may watch: the methods of ``Hook``.
+HOOK_EVENTS = ("enqueued", "started", "finished", "retried", "failed", "recovered", "quarantined")
+
+
+class Hooks:
+    """The hooks of one App, with the overriding methods listed per event."""
+
+    def __init__(self) -> None:
+        self._calls: dict[str, list[tuple[Hook, Callable[..., HookCallResult]]]] = {
+            event: [] for event in HOOK_EVENTS
+        }
+
+    def add(self, hook: Hook) -> None:
+        """Call ``hook`` from now on (each overridden method, in the order hooks were added)."""
+        if not isinstance(hook, Hook):
+            raise TypeError(f"a hook subclasses duly.Hook, got {hook!r}")
+        for event in HOOK_EVENTS:
+            if getattr(type(hook), event) is not getattr(Hook, event):
+                self._calls[event].append((hook, getattr(hook, event)))
+
+    def remove(self, hook: Hook) -> None:
+        """Stop calling ``hook`` (a hook that was not added is ignored)."""
+        for event, calls in self._calls.items():
+            self._calls[event] = [(h, method) for h, method in calls if h is not hook]
+
+    def watching(self, event: str) -> bool:
+        """Whether any hook overrides ``event`` (skip building its arguments otherwise)."""
+        return bool(self._calls[event])
+
+    def call(self, event: str, *args: Any) -> list[Awaitable[None]]:
+        """Call every hook watching ``event``; returns the awaitables some returned."""
+        pending: list[Awaitable[None]] = []
+        for hook, method in self._calls[event]:
+            try:
+                returned = method(*args)
+            except Exception:
+                log.exception("hook %r raised in %s", hook, event)
+                continue
+            if inspect.isawaitable(returned):
+                pending.append(returned)
+        return pending
+
+    async def emit(self, event: str, *args: Any) -> None:
+        """Call every hook watching ``event`` and await what they returned; errors are logged."""
+        await settle(event, self.call(event, *args))
+
+
+async def settle(event: str, pending: Sequence[Awaitable[None]]) -> None:
+    """Await what hooks returned for ``event``, logging (never raising) their errors."""
+    for awaitable in pending:
+        try:
+            await awaitable
+        except Exception:
+            log.exception("a hook raised in %s", event)
