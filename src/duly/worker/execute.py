@@ -12,6 +12,7 @@ from duly.context import JobContext, _current
 from duly.errors import JobTimeout, Retry, TaskNotFound, Throttled
 from duly.records import JobRecord, Outcome
 from duly.serialization import decode, decode_payload, encode
+from duly.worker.frames import user_traceback
 
 if TYPE_CHECKING:
     from duly.app import App
@@ -26,8 +27,10 @@ _MAX_TRACEBACK_CHARS = 16_000
 
 
 def error_entry(exc: BaseException, attempt: int, now: float) -> dict[str, Any]:
-    """The stored form of one failure."""
-    tb = "".join(traceback.format_exception(exc))
+    """The stored form of one failure; its traceback starts at the task's own frame (the
+    worker's frames are left out; chained exceptions are kept whole)."""
+    user_tb = user_traceback(exc.__traceback__) or exc.__traceback__
+    tb = "".join(traceback.format_exception(type(exc), exc, user_tb))
     if len(tb) > _MAX_TRACEBACK_CHARS:
         tb = "...\n" + tb[-_MAX_TRACEBACK_CHARS:]
     return {
