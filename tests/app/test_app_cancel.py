@@ -52,7 +52,7 @@ def test_an_async_job_is_cancelled(app: duly.App, worker_thread, wait) -> None:
         assert seen == [True], "cancelled at the worker's heartbeat, with the flag set"
         after = next_one.enqueue()
         wait(lambda: status(app, after) == "succeeded")
-    assert worker.stats.cancelled == 1 and worker.stats.failed == 0
+    assert (worker.stats.cancelled, worker.stats.failed, worker.stats.lost) == (1, 0, 0)
     info = app.get_job(job.id)
     assert info is not None and info.result is None and info.error is None
     assert app.cancel(job.id) is False, "already cancelled"

@@ -93,7 +93,6 @@ class Reporter:
         the failure callbacks). Outcomes not applied are logged by ``not_applied``."""
         kind = outcome.kind
         if not applied:
-            self.stats.lost += 1
             return False
         if execution.deferred:
             return False  # counted as deferred when it was deferred
@@ -105,7 +104,7 @@ class Reporter:
         elif kind == "retry":
             self.stats.retried += 1
             delay = max((outcome.run_at or 0.0) - self.clock.now(), 0.0)
-            text = "failed attempt %s with %s: %s; retrying in %.1fs"
+            text = "failed attempt %s with %s: %s; retrying in %.3gs"
             self._log(logging.WARNING, record, text, *last_error(outcome.errors), delay)
         elif kind == "failed":
             self.stats.failed += 1
@@ -131,6 +130,7 @@ class Reporter:
             text = "cancelled while it ran, at attempt %s; its outcome is not kept"
             self._log(logging.WARNING, record, text)
             return
+        self.stats.lost += 1
         text = "attempt %s: outcome dropped, this worker no longer holds the job (its lease "
         text += "lapsed and it was recovered; now %s)"
         self._log(logging.WARNING, record, text, "unknown" if now is None else now.status)
