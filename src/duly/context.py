@@ -3,9 +3,35 @@
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-__all__ = ["JobContext", "current_job"]
+from duly.errors import JobCancelled
+
+__all__ = ["JobContext", "StopFlag", "bind_stop_flag", "current_job"]
+
+
+class StopFlag:
+    """Set by the worker when the run must stop (read from the job's thread: a plain bool)."""
+
+    __slots__ = ("requested",)
+
+    def __init__(self) -> None:
+        self.requested = False
+
+
+#: Never set: the flag of a context built outside a worker's run.
+_NEVER = StopFlag()
+_stop_flag: ContextVar[StopFlag] = ContextVar("duly_stop_flag")
+
+
+def bind_stop_flag(flag: StopFlag) -> None:
+    """Make ``flag`` the stop flag of the JobContext built next in this context (the worker
+    calls it in the context it runs the job in)."""
+    _stop_flag.set(flag)
+
+
+def _stop_flag_of_run() -> StopFlag:
+    return _stop_flag.get(_NEVER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,11 +45,25 @@ class JobContext:
     max_attempts: int
     key: str | None
     worker: str
+    _stop: StopFlag = field(default_factory=_stop_flag_of_run, repr=False, compare=False)
 
     @property
     def last_attempt(self) -> bool:
         """True when a failure now would fail the job for good."""
         return self.attempt >= self.max_attempts
+
+    @property
+    def cancel_requested(self) -> bool:
+        """True once the worker learnt (at a heartbeat, every ``lease / 3``) that this run
+        must stop: the job's cancel was requested (or another worker recovered it). The job
+        ends ``cancelled`` whatever the run returns, so a long sync task may poll this and
+        return early; an async task is also cancelled (``asyncio.CancelledError``)."""
+        return self._stop.requested
+
+    def raise_if_cancelled(self) -> None:
+        """Raise ``duly.JobCancelled`` if ``cancel_requested``: a checkpoint for sync tasks."""
+        if self._stop.requested:
+            raise JobCancelled(f"job {self.id} was cancelled while it ran")
 
 
 _current: ContextVar[JobContext] = ContextVar("duly_current_job")

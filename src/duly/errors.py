@@ -11,7 +11,8 @@
     │   └── PayloadTooLarge     (also a ValueError) the encoded arguments exceed the size limit
     ├── TaskNotFound            a worker was given a task name it does not know
     ├── JobNotFound             a lookup or action on an id that does not exist
-    └── JobTimeout              (also a TimeoutError) a job ran past its ``timeout``
+    ├── JobTimeout              (also a TimeoutError) a job ran past its ``timeout``
+    └── JobCancelled            raised in a task by ``current_job().raise_if_cancelled()``
 
 Control-flow exceptions raised *inside* tasks (not errors):
 
@@ -30,6 +31,7 @@ __all__ = [
     "BackendUnavailable",
     "ConfigurationError",
     "DulyError",
+    "JobCancelled",
     "JobNotFound",
     "JobTimeout",
     "PayloadError",
@@ -86,6 +88,10 @@ class JobNotFound(DulyError):
 
 class JobTimeout(DulyError, TimeoutError):
     """The job ran past its timeout."""
+
+
+class JobCancelled(DulyError):
+    """The job was cancelled while it ran: stop now (the job ends cancelled either way)."""
 
 
 class Retry(Exception):

@@ -161,10 +161,12 @@ class RateRequest:
 
 @dataclass(slots=True)
 class Recovered:
-    """One orphaned job found by ``Backend.recover``: put back in its queue, or quarantined."""
+    """One orphaned job found by ``Backend.recover``: put back in its queue, or quarantined,
+    or (its cancel had been requested) cancelled."""
 
     id: str
     requeued: bool
+    cancelled: bool = False
 
 
 @dataclass(slots=True)

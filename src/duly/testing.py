@@ -12,8 +12,10 @@ import asyncio
 import time
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from duly.app import App
+from duly.errors import JobNotFound
 from duly.job import Job
 from duly.worker import Worker, WorkerStats
 
@@ -30,10 +32,17 @@ async def run_jobs_async(
     """Run a worker until every job in ``jobs`` has finished (retries and delays included),
     or, with ``jobs=None``, until nothing is queued, due or running (``burst``).
 
-    Raises TimeoutError after ``timeout`` seconds. Returns the worker's counters.
+    Raises ``duly.JobNotFound`` (naming the id and the backend) before running anything if a
+    job is not stored in this App's backend, and TimeoutError after ``timeout`` seconds.
+    Returns the worker's counters.
     """
     worker_options.setdefault("install_signal_handlers", False)
     ids = None if jobs is None else [j.id if isinstance(j, Job) else j for j in jobs]
+    for job_id in ids or ():
+        # Checked before running anything: a job of another App or backend would never finish
+        # here (and one that finishes and is purged later must not count as missing).
+        if await app.get_job_async(job_id) is None:
+            raise JobNotFound(f"job {job_id!r} not found in {_where(app)}")
     worker = Worker(app, burst=ids is None, **worker_options)
     runner = asyncio.create_task(worker.run())
     deadline = time.monotonic() + timeout
@@ -53,9 +62,18 @@ async def run_jobs_async(
 async def _all_finished(app: App, ids: list[str]) -> bool:
     for job_id in ids:
         info = await app.get_job_async(job_id)
-        if info is not None and not info.finished:
+        if info is not None and not info.finished:  # None: finished and purged since
             return False
     return True
+
+
+def _where(app: App) -> str:
+    """The App's backend URL without a password, and its namespace."""
+    parts = urlsplit(app.url)
+    if parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
+    return f"{urlunsplit(parts)} (namespace {app.namespace!r})"
 
 
 def run_jobs(

@@ -60,38 +60,6 @@ def test_cancel_a_queued_or_scheduled_job(app: duly.App, run_burst) -> None:
     assert info_of(app, keep.id).status == "succeeded"
 
 
-def test_cancel_a_running_job_stops_it(app: duly.App, worker_thread, wait) -> None:
-    started = threading.Event()
-    stopped = threading.Event()
-
-    @app.task(name="t.long")
-    async def long() -> str:
-        started.set()
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            stopped.set()
-            raise
-        return "should not finish"
-
-    @app.task(name="t.next")
-    def next_one() -> str:
-        return "next"
-
-    job = long.enqueue()
-    with worker_thread(app, lease=2.0):
-        wait(lambda: started.is_set() and info_of(app, job.id).status == "running")
-        assert app.cancel(job.id) is True
-        assert info_of(app, job.id).status == "cancelled"
-        # the worker learns it at its next heartbeat (every lease / 3)
-        assert stopped.wait(5), "the cancelled job kept running"
-        after = next_one.enqueue()
-        wait(lambda: info_of(app, after.id).status == "succeeded")
-    info = info_of(app, job.id)
-    assert info.status == "cancelled", "the stopped run's outcome must be dropped"
-    assert info.result is None
-
-
 def test_retry_a_failed_job(app: duly.App, run_burst) -> None:
     broken = [True]
 

@@ -403,6 +403,8 @@ def test_queue_counts_follow_every_transition(redis_url: str) -> None:
         await b.finish("w", [Outcome(a.id, "retry", errors=b"[]", run_at=T0 + 5)], T0)
         assert await counts() == (0, 2, 2)
         await b.cancel(c.id, T0, T0 + 99)
+        assert await counts() == (0, 2, 2), "a running job's cancel waits for its run's end"
+        assert await b.finish("w", [Outcome(c.id, "release")], T0) == [False]
         assert await counts() == (0, 2, 1)
         await b.promote_due(T0 + 20, 10)
         assert await counts() == (2, 0, 1)

@@ -141,8 +141,12 @@ def test_unique_hash_keeps_only_active_holders(redis_url: str) -> None:
         ok = Outcome(done.id, "succeeded", b"1", expire_at=T0 + 5)
         assert await b.finish("w", [ok], T0 + 1) == [True]
         assert await b.cancel(cancelled.id, T0 + 1, T0 + 5)
+        assert client.hexists(k.unique, "b"), "held until the cancelled run ends"
         await b.heartbeat("w", [started.id], T0 + 1, T0 + 999)
-        assert [r.id for r in await b.recover(T0 + LEASE + 1, 1, 10, T0 + 40)] == [lost.id]
+        recovered = await b.recover(T0 + LEASE + 1, 1, 10, T0 + 40)
+        assert sorted((r.id, r.cancelled) for r in recovered) == sorted(
+            [(lost.id, False), (cancelled.id, True)]
+        )
         assert client.hlen(k.unique) == 0
         assert await b.purge(T0 + 100, 10) == 3
         assert client.hlen(k.unique) == 0

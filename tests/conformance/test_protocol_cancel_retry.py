@@ -19,7 +19,7 @@ from contract import (
 
 from duly.backends.base import Backend
 from duly.ids import new_id
-from duly.records import Outcome
+from duly.records import Outcome, Recovered
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -39,16 +39,17 @@ async def _in_state(backend: Backend, state: str) -> str:
         "succeeded": Outcome(new.id, "succeeded", result=b"42", expire_at=T0 + 5000),
         "failed": Outcome(new.id, "failed", errors=HISTORY, expire_at=T0 + 5000),
     }
-    if state == "cancelled":
+    if state == "cancelled":  # requested while it runs: cancelled once the run reports
         assert await backend.cancel(new.id, T0 + 1, T0 + 5000)
+        assert await finish_one(backend, W1, Outcome(new.id, "release"), T0 + 1) is False
     elif (outcome := outcomes[state]) is not None:
         assert await finish_one(backend, W1, outcome, T0 + 1)
     assert (await job(backend, new.id)).status == state
     return new.id
 
 
-@pytest.mark.parametrize("state", ["scheduled", "queued", "retrying", "running"])
-async def test_cancel_an_active_job(backend: Backend, state: str) -> None:
+@pytest.mark.parametrize("state", ["scheduled", "queued", "retrying"])
+async def test_cancel_a_waiting_job(backend: Backend, state: str) -> None:
     job_id = await _in_state(backend, state)
     assert await backend.cancel(job_id, T0 + 2, T0 + 2 + 86_400) is True
     record = await job(backend, job_id)
@@ -61,14 +62,59 @@ async def test_cancel_an_active_job(backend: Backend, state: str) -> None:
     assert (await job(backend, job_id)).status == "cancelled"
 
 
-async def test_cancelled_running_job_is_reported_at_heartbeat(backend: Backend) -> None:
+@pytest.mark.parametrize("kind", ["succeeded", "failed", "retry", "release", "again"])
+async def test_cancel_of_a_running_job_ends_when_its_run_ends(backend: Backend, kind: str) -> None:
+    """A running job's cancel is a request: it runs on (its lease renewed, reported to its
+    worker at every heartbeat) until its worker reports the run, which ends it cancelled,
+    whatever the outcome, without applying or counting it."""
+    job_id = await _in_state(backend, "running")
+    assert await backend.cancel(job_id, T0 + 2, T0 + 1000) is True
+    assert await backend.cancel(job_id, T0 + 3, T0 + 1000) is True, "asked twice: still fine"
+    assert (await job(backend, job_id)).status == "running"
+    assert await backend.heartbeat(W1, [job_id], T0 + 3, T0 + 3 + LEASE) == [job_id]
+    assert await backend.heartbeat(W1, [job_id], T0 + 4, T0 + 4 + LEASE) == [job_id]
+    # Its lease was renewed: not recovered while its worker lives.
+    assert await backend.recover(T0 + LEASE + 2, 3, 100, T0 + 9999) == []
+    assert (await job(backend, job_id)).status == "running"
+    outcome = Outcome(
+        job_id,
+        kind,  # type: ignore[arg-type]
+        result=b"1" if kind in ("succeeded", "again") else None,
+        errors=HISTORY if kind in ("failed", "retry") else None,
+        run_at=T0 + 10 if kind in ("retry", "release", "again") else None,
+        expire_at=T0 + 50 if kind in ("succeeded", "failed") else None,
+    )
+    assert await finish_one(backend, W1, outcome, T0 + 5) is False
+    record = await job(backend, job_id)
+    assert (record.status, record.result, record.errors) == ("cancelled", None, None)
+    assert record.finished_at == approx(T0 + 5)
+    assert record.expire_at == approx(T0 + 1000)
+    assert record.lease_until is None
+    assert await backend.stats(T0 - 60) == [], "a cancelled run is not counted"
+    # Never claimed, promoted or recovered afterwards; purged at its expire_at.
+    assert await backend.promote_due(T0 + 999, 100) == (0, None)
+    assert await claim_ids(backend, W2, limit=10, now=T0 + 999) == []
+    assert await backend.recover(T0 + 999, 3, 100, T0 + 20_000) == []
+    assert await backend.heartbeat(W1, [job_id], T0 + 6, T0 + 6 + LEASE) == [job_id]
+    assert await backend.purge(T0 + 1000, 100) == 1
+
+
+async def test_cancel_of_a_running_job_whose_worker_died(backend: Backend) -> None:
+    """The cancel was requested, then the worker died: recovery cancels the job, never
+    requeues it (a cancel always ends), and a late report of the dead run changes nothing."""
     job_id = await _in_state(backend, "running")
     assert await backend.cancel(job_id, T0 + 2, T0 + 1000)
-    assert await backend.heartbeat(W1, [job_id], T0 + 3, T0 + 3 + LEASE) == [job_id]
-    outcome = Outcome(job_id, "succeeded", result=b"1", expire_at=T0 + 50)
-    assert await finish_one(backend, W1, outcome, T0 + 4) is False
+    assert await backend.recover(T0 + LEASE + 1, 3, 100, T0 + 9999) == [
+        Recovered(job_id, requeued=False, cancelled=True)
+    ]
     record = await job(backend, job_id)
-    assert (record.status, record.result) == ("cancelled", None)
+    assert (record.status, record.lost, record.expire_at) == ("cancelled", 0, approx(T0 + 1000))
+    assert record.finished_at == approx(T0 + LEASE + 1)
+    assert await backend.stats(T0 - 60) == [], "not counted as a failure"
+    assert await claim_ids(backend, W2, limit=10, now=T0 + LEASE + 2) == []
+    late = Outcome(job_id, "succeeded", result=b"1", expire_at=T0 + 50)
+    assert await finish_one(backend, W1, late, T0 + LEASE + 3) is False
+    assert await job(backend, job_id) == record
 
 
 @pytest.mark.parametrize("state", ["succeeded", "failed", "cancelled"])

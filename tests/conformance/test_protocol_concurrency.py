@@ -120,8 +120,11 @@ async def test_unique_hold_ends_with_the_job(backend: Backend, end: str) -> None
     if end == "failed":
         outcome = Outcome(holder.id, "failed", errors=b"[]", expire_at=T0 + 99)
         assert await finish_one(backend, W1, outcome, T0 + 1)
-    elif end == "cancelled":
+    elif end == "cancelled":  # requested while it runs: the hold lasts until the run ends
         assert await backend.cancel(holder.id, T0 + 1, T0 + 99)
+        held = await backend.enqueue([unique_job(at=T0 + 1)])
+        assert (held[0].id, held[0].deduplicated) == (holder.id, True)
+        assert not await finish_one(backend, W1, Outcome(holder.id, "succeeded"), T0 + 1)
     else:
         [recovered] = await backend.recover(T0 + LEASE + 1, 1, 10, T0 + 999)
         assert recovered.requeued is False
@@ -273,8 +276,10 @@ async def test_every_way_out_of_running_frees_the_slot(backend: Backend, how: st
     await enqueue(backend, holder, waiting)
     assert await claim_all(backend) == [holder.id]
     now = T0 + 2
-    if how == "cancel":
+    if how == "cancel":  # requested while it runs: the slot frees when the run ends
         assert await backend.cancel(holder.id, now, now + 99)
+        assert await claim_all(backend, W2, now=now) == []
+        assert not await finish_one(backend, W1, Outcome(holder.id, "succeeded"), now)
     elif how == "recover":
         now = T0 + LEASE + 1
         assert len(await backend.recover(now, 3, 10, now + 99)) == 1

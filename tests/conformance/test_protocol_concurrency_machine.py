@@ -96,6 +96,7 @@ class Model:
     lost: int = 0
     worker: str | None = None
     last_worker: str | None = None  # the worker of its last run, for late finishes
+    cancelling: bool = False  # running, and its cancel was requested
     lease_until: float | None = None
     due: float | None = None  # scheduled_for while scheduled or retrying
 
@@ -297,8 +298,13 @@ class ConcurrencyMachine(BackendMachine):
             expire_at=self.now + KEEP if kind in ("succeeded", "failed") else None,
         )
         [applied] = self.run(self.backend.finish(worker, [outcome], self.now))
-        expected = model.status == "running" and model.worker == worker
-        assert applied is expected, f"finish({kind}) by {worker} of {model}"
+        runs_here = model.status == "running" and model.worker == worker
+        assert applied is (runs_here and not model.cancelling), (
+            f"finish({kind}) by {worker} of {model}"
+        )
+        if runs_here and model.cancelling:  # its cancel was requested: cancelled instead
+            model.cancelling = False
+            self.finished(model, "cancelled")
         if not applied:
             return False
         if kind in ("succeeded", "failed"):
@@ -342,7 +348,8 @@ class ConcurrencyMachine(BackendMachine):
             for job_id in self.ids("running"):
                 model = self.jobs[job_id]
                 assert model.worker is not None
-                assert self.finish_one(job_id, model.worker, "succeeded", 0.0)
+                cancelling = model.cancelling
+                assert self.finish_one(job_id, model.worker, "succeeded", 0.0) is not cancelling
             self.now += 50.0  # past every due time and hold
             self.promote_due()
             self.claim_until_empty()
@@ -421,6 +428,12 @@ class ConcurrencyMachine(BackendMachine):
         assert lapsed <= set(ids) <= lapsed | edge, self.describe(ids)
         for recovered in found:
             model = self.jobs[recovered.id]
+            assert recovered.cancelled is model.cancelling, model.name
+            if model.cancelling:  # a requested cancel ends it: never requeued
+                assert not recovered.requeued, model.name
+                model.cancelling = False
+                self.finished(model, "cancelled")
+                continue
             model.lost += 1
             assert recovered.requeued is (model.lost < MAX_LOST), model.name
             if recovered.requeued:
@@ -438,7 +451,9 @@ class ConcurrencyMachine(BackendMachine):
         model = self.jobs[job_id]
         done = self.run(self.backend.cancel(job_id, self.now, self.now + KEEP))
         assert done is (model.status in ACTIVE_STATUSES), f"cancel of {model}"
-        if done:
+        if done and model.status == "running":  # requested: it ends with its run
+            model.cancelling = True
+        elif done:
             self.finished(model, "cancelled")
 
     @precondition(lambda self: bool(self.jobs))

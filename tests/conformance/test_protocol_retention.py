@@ -15,8 +15,9 @@ async def _finished(backend: Backend, kind: str, expire_at: float, key: str | No
     new = new_job(key=key)
     await enqueue(backend, new)
     assert await claim_ids(backend, W1, now=T0) == [new.id]
-    if kind == "cancelled":
+    if kind == "cancelled":  # requested while it runs: cancelled when its run ends
         assert await backend.cancel(new.id, T0 + 1, expire_at)
+        assert not await finish_one(backend, W1, Outcome(new.id, "release"), T0 + 1)
     else:
         outcome = Outcome(
             new.id,

@@ -61,6 +61,7 @@ class Model:
     lease_until: float | None = None
     due: float | None = None  # scheduled_for while scheduled or retrying
     expire_at: float | None = None
+    cancelling: bool = False  # running, and its cancel was requested
 
 
 class JobStateMachine(BackendMachine):
@@ -143,8 +144,10 @@ class JobStateMachine(BackendMachine):
             expire_at=self.now + KEEP if kind in ("succeeded", "failed") else None,
         )
         [applied] = self.run(self.backend.finish(worker, [outcome], self.now))
-        expected = model.status == "running" and model.worker == worker
+        expected = self._runs_under(job_id, worker) and not model.cancelling
         assert applied is expected, f"finish({kind}) by {worker} on {model}"
+        if self._runs_under(job_id, worker) and model.cancelling:  # cancelled instead
+            model.status, model.lease_until, model.cancelling = "cancelled", None, False
         if not applied:
             return
         model.worker, model.lease_until = None, None
@@ -164,10 +167,11 @@ class JobStateMachine(BackendMachine):
         known = sorted(self.jobs)
         asked = data.draw(st.lists(st.sampled_from(known), unique=True)) if known else []
         gone = self.run(self.backend.heartbeat(worker, asked, self.now, self.now + LEASE))
-        expected = {i for i in asked if not self._runs_under(i, worker)}
+        expected = {i for i in asked if not self._runs_under(i, worker) or self.jobs[i].cancelling}
         assert set(gone) == expected
-        for job_id in set(asked) - expected:
-            self.jobs[job_id].lease_until = self.now + LEASE
+        for job_id in asked:
+            if self._runs_under(job_id, worker):
+                self.jobs[job_id].lease_until = self.now + LEASE
 
     @rule(seconds=st.sampled_from([1.0, 4.0, 9.0, 30.0]))
     def advance_clock(self, seconds: float) -> None:
@@ -190,6 +194,11 @@ class JobStateMachine(BackendMachine):
         assert lapsed <= set(ids) <= lapsed | edge
         for recovered in found:
             model = self.jobs[recovered.id]
+            assert recovered.cancelled is model.cancelling
+            if model.cancelling:  # a requested cancel ends it: never requeued
+                assert not recovered.requeued
+                model.status, model.lease_until, model.cancelling = "cancelled", None, False
+                continue
             model.lost += 1
             model.worker, model.lease_until = None, None
             assert recovered.requeued is (model.lost < MAX_LOST)
@@ -216,7 +225,9 @@ class JobStateMachine(BackendMachine):
         model = self.jobs[job_id]
         done = self.run(self.backend.cancel(job_id, self.now, self.now + KEEP))
         assert done is (model.status in ("scheduled", "queued", "retrying", "running"))
-        if done:
+        if done and model.status == "running":  # requested: it ends with its run
+            model.cancelling, model.expire_at = True, self.now + KEEP
+        elif done:
             model.status, model.worker, model.lease_until, model.due = "cancelled", None, None, None
             model.expire_at = self.now + KEEP
 

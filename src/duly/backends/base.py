@@ -115,16 +115,19 @@ class Backend(Protocol):
     ) -> list[str]:
         """Record the worker alive and extend the leases of its running jobs.
 
-        Returns the ids among ``job_ids`` that are no longer running under this worker
-        (recovered after a lapsed lease, cancelled, or gone): the worker should stop them.
+        Returns the ids among ``job_ids`` the worker should stop: those no longer running under
+        it (recovered after a lapsed lease, or gone), and those whose cancel was requested
+        (their lease is extended still: they run until their run ends, see ``cancel``).
         """
         ...
 
     async def finish(self, worker: str, outcomes: Sequence[Outcome], now: float) -> list[bool]:
         """Apply a batch of run outcomes in one round trip (see ``Outcome`` for each kind).
 
-        An outcome applies only if its job is still ``running`` under ``worker``; otherwise it
-        is dropped (the job was recovered or cancelled) and its flag is False. Applied outcomes
+        An outcome applies only if its job is still ``running`` under ``worker`` and its cancel
+        was not requested; otherwise its flag is False: a job whose cancel was requested ends
+        ``cancelled`` (whatever the outcome, which is not counted; its gate slot frees), any
+        other is left alone (it was recovered, or is gone). Applied outcomes
         bump the per-minute counters: succeeded and again -> succeeded, failed, retry ->
         retried. Each applied outcome frees its job's gate slot (unparking one job of that gate);
         succeeded and failed end its unique hold.
@@ -149,7 +152,9 @@ class Backend(Protocol):
         is quarantined: ``failed`` with an error ``{"type": "LostWorker", "message": "lost its
         worker N times"}`` appended to its history, counted as a failure, deleted at
         ``failed_expire_at`` (its unique hold ends). Either way its gate slot frees and its
-        ``rate_slot`` is cleared. Two processes calling this at once never recover a job twice.
+        ``rate_slot`` is cleared. A job whose cancel was requested is neither requeued nor
+        quarantined: it ends ``cancelled`` (``Recovered(id, False, cancelled=True)``, ``lost``
+        unchanged, not counted). Two processes calling this at once never recover a job twice.
         """
         ...
 
@@ -175,9 +180,17 @@ class Backend(Protocol):
     async def cancel(self, job_id: str, now: float, expire_at: float) -> bool:
         """Cancel a scheduled, queued, retrying or running job; False if finished or unknown.
 
-        A running job is marked ``cancelled`` at once (its gate slot frees); its worker learns
-        it at the next heartbeat, and the run's outcome is dropped. A parked job can be
-        cancelled too. The unique hold ends.
+        A waiting job (parked too) becomes ``cancelled`` at once, expiring at ``expire_at``; its
+        unique hold ends, and a gated one passes its turn on to a parked job.
+
+        A running job cannot be stopped from here, so its cancel is *requested*: it stays
+        ``running`` (its lease, gate slot and unique hold kept) until its run ends. Its
+        worker's next ``heartbeat`` reports it, so the worker asks the run to stop; when the
+        worker reports the run's outcome, ``finish`` makes the job ``cancelled`` instead of
+        applying it, and if the worker died, ``recover`` makes it ``cancelled`` instead of
+        requeuing it. A second request changes nothing and is True too. SQL backends mark the
+        request by setting ``expire_at`` (never set on a running job otherwise); Redis by a
+        ``c`` field.
         """
         ...
 

@@ -19,6 +19,7 @@ from duly.errors import (
 )
 from duly.records import JobRecord, Outcome
 from duly.serialization import decode, encode
+from duly.worker.frames import user_traceback
 
 if TYPE_CHECKING:
     from duly.app import App
@@ -36,8 +37,10 @@ _NEVER_RETRIED = (ArgumentsMismatch, SerializationError)
 
 
 def error_entry(exc: BaseException, attempt: int, now: float) -> dict[str, Any]:
-    """The stored form of one failure."""
-    tb = "".join(traceback.format_exception(exc))
+    """The stored form of one failure; its traceback starts at the task's own frame (the
+    worker's frames are left out; chained exceptions are kept whole)."""
+    user_tb = user_traceback(exc.__traceback__) or exc.__traceback__
+    tb = "".join(traceback.format_exception(type(exc), exc, user_tb))
     if len(tb) > _MAX_TRACEBACK_CHARS:
         tb = "...\n" + tb[-_MAX_TRACEBACK_CHARS:]
     return {

@@ -41,13 +41,15 @@ from duly.scheduler import Scheduler
 from duly.serialization import decode_payload
 from duly.task import check_queue
 from duly.worker.execute import Execution, failure_outcome
+from duly.worker.reporting import Reporter, WorkerStats
+from duly.worker.stopping import StopRequests
 from duly.worker.threads import ThreadRunner
 
 if TYPE_CHECKING:
     from duly.app import App
     from duly.backends.base import Backend
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "WorkerStats"]
 
 log = logging.getLogger("duly.worker")
 
@@ -80,25 +82,6 @@ def _parse_queues(specs: Sequence[str]) -> tuple[list[str], list[float] | None]:
         raise ConfigurationError(f"a queue is listed twice in {list(specs)!r}")
     weighted = any(":" in spec for spec in specs)
     return names, weights if weighted else None
-
-
-class WorkerStats:
-    """What this worker did, for progress displays and tests."""
-
-    __slots__ = (
-        "claimed",
-        "deferred",
-        "failed",
-        "handed_back",
-        "lost",
-        "recovered",
-        "retried",
-        "succeeded",
-    )
-
-    def __init__(self) -> None:
-        self.claimed = self.succeeded = self.failed = self.retried = 0
-        self.handed_back = self.recovered = self.lost = self.deferred = 0
 
 
 class Worker:
@@ -148,6 +131,7 @@ class Worker:
         self.install_signal_handlers = install_signal_handlers
         self.id = name or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-6:]}"
         self.stats = WorkerStats()
+        self._report, self._stops = Reporter(self.id, app.clock, self.stats), StopRequests()
         self._running: dict[str, tuple[Execution, asyncio.Task[None]]] = {}
         #: Running jobs that lost a worker before (while any runs, nothing more is claimed).
         self._suspects = 0
@@ -430,7 +414,10 @@ class Worker:
     def _start(self, record: JobRecord) -> None:
         self.stats.claimed += 1
         execution = Execution(record, self.id)
-        task = asyncio.create_task(self._run_one(execution), name=f"duly-job-{record.id}")
+        context = self._stops.run_context(record.id)
+        task = asyncio.create_task(
+            self._run_one(execution), name=f"duly-job-{record.id}", context=context
+        )
         self._running[record.id] = (execution, task)
         if record.lost:
             self._suspects += 1
@@ -463,6 +450,7 @@ class Worker:
     def _forget(self, job_id: str) -> None:
         """The job no longer runs here: free its slot."""
         entry = self._running.pop(job_id, None)
+        self._stops.forget(job_id)
         if entry is not None and entry[0].record.lost:
             self._suspects -= 1
         self._slot_freed.set()
@@ -502,28 +490,10 @@ class Worker:
             del self._outcomes[: len(batch)]
             for (execution, outcome, error), ok in zip(batch, applied, strict=True):
                 self._unacked.pop(outcome.job_id, None)
-                self._count(execution, outcome, ok)
-                if ok and outcome.kind == "failed":
+                if self._report.ended(execution, outcome, ok):
                     await self._report_failure(execution.record, outcome, error)
-
-    def _count(self, execution: Execution, outcome: Outcome, applied: bool) -> None:
-        if execution.deferred and applied:
-            return  # counted as deferred when it was deferred
-        if not applied:
-            self.stats.lost += 1
-            log.warning(
-                "outcome of job %s dropped: it is no longer held by this worker "
-                "(recovered or cancelled)",
-                outcome.job_id,
-            )
-        elif outcome.kind in ("succeeded", "again"):
-            self.stats.succeeded += 1
-        elif outcome.kind == "failed":
-            self.stats.failed += 1
-        elif outcome.kind == "retry":
-            self.stats.retried += 1
-        else:
-            self.stats.handed_back += 1
+                elif not ok:
+                    await self._report.not_applied(self._backend, execution)
 
     async def _report_failure(
         self, record: JobRecord, outcome: Outcome, error: BaseException | None
@@ -552,14 +522,9 @@ class Worker:
                 self._backend.heartbeat(self.id, held, now, now + self.lease), "heartbeat"
             )
             for job_id in gone or ():
-                entry = self._running.get(job_id)
-                if entry is not None:
-                    execution, task = entry
-                    execution.abandoned = True
-                    task.cancel()
-                    log.warning(
-                        "job %s is no longer ours (cancelled or recovered); stopped", job_id
-                    )
+                if (entry := self._running.get(job_id)) is not None:
+                    task = self.app.tasks.get(entry[0].record.task)
+                    self._stops.request(*entry, is_async=task is not None and task.is_async)
 
     # -- maintenance -----------------------------------------------------------------------
     async def _maintenance_loop(self) -> None:
@@ -605,15 +570,9 @@ class Worker:
             "recover",
         )
         for entry in recovered or ():
-            self.stats.recovered += 1
-            if entry.requeued:
-                log.warning("recovered job %s from a dead worker", entry.id)
-                continue
-            log.error(
-                "job %s quarantined: it lost its worker %d times", entry.id, self.app.max_lost
-            )
             record = await self._call(self._backend.get_job(entry.id), "get_job")
-            if record is not None:
+            self._report.recovered(entry, record)
+            if record is not None and not (entry.requeued or entry.cancelled):
                 error = DulyError(f"lost its worker {record.lost} times")
                 await self._report_failure(record, Outcome(entry.id, "failed"), error)
 

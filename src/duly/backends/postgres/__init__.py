@@ -871,12 +871,11 @@ class PostgresBackend:
         # Plain jobs: one autocommit statement, which leaves gated jobs alone (see finish).
         row = await self._one("recover", params)
         assert row is not None
-        requeued: list[str] = list(row[0])
-        quarantined: list[str] = list(row[1])
-        left = limit - len(requeued) - len(quarantined)
+        rows = [row]
+        left = limit - len(row[0]) - len(row[1]) - len(row[5])
         if row[3] and left > 0:
 
-            async def gated(conn: psycopg.AsyncConnection[Any]) -> tuple[list[str], list[str]]:
+            async def gated(conn: psycopg.AsyncConnection[Any]) -> Any:
                 cur = await conn.execute(
                     self._q["recover"], {**params, "limit": left, "with_gates": True}
                 )
@@ -884,12 +883,12 @@ class PostgresBackend:
                 assert row is not None
                 if row[2]:
                     await self._free_gates(conn, row[2])
-                return list(row[0]), list(row[1])
+                return row
 
-            more_requeued, more_quarantined = await self._transaction(gated)
-            requeued += more_requeued
-            quarantined += more_quarantined
-        return [Recovered(i, True) for i in requeued] + [Recovered(i, False) for i in quarantined]
+            rows.append(await self._transaction(gated))
+        # requeued, quarantined, cancelled (columns 0, 1, 5)
+        kinds = ((0, True, False), (1, False, False), (5, False, True))
+        return [Recovered(i, q, c) for r in rows for n, q, c in kinds for i in r[n]]
 
     async def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
         wanted = frozenset(queues)
@@ -988,10 +987,8 @@ class PostgresBackend:
             row = await cur.fetchone()
             if row is None:
                 return False
-            gate, was_running, was_waiting = row
-            if gate is not None and was_running:
-                await self._free_gates(conn, [gate])
-            elif gate is not None and was_waiting:
+            gate, _was_running, was_waiting = row  # a running job keeps its slot for now
+            if gate is not None and was_waiting:
                 await self._free_gates(conn, [], [gate])
             return True
 

@@ -304,7 +304,9 @@ WHERE j.id = p.id;
 
 
 -- name: heartbeat
--- Returns: extended (text[]), the ids among %(ids)s still running under %(worker)s.
+-- Extends the leases of the jobs among %(ids)s still running under %(worker)s.
+-- Returns: extended (text[]), those of them whose cancel was not requested (expire_at is set
+-- on a running job only by a cancel request): the worker must stop the others.
 WITH seen AS (
     UPDATE {schema}.workers SET last_seen = %(now)s WHERE id = %(worker)s
 ),
@@ -312,9 +314,9 @@ extended AS (
     UPDATE {schema}.jobs j
     SET lease_until = %(lease_until)s
     WHERE j.id = ANY(%(ids)b::text[]) AND j.status = 'running' AND j.worker = %(worker)s
-    RETURNING j.id
+    RETURNING j.id, j.expire_at
 )
-SELECT ARRAY(SELECT id FROM extended) AS extended;
+SELECT ARRAY(SELECT id FROM extended WHERE expire_at IS NULL) AS extended;
 
 
 -- name: finish
@@ -328,13 +330,23 @@ SELECT ARRAY(SELECT id FROM extended) AS extended;
 -- active states is what ends its hold.
 -- With %(with_gates)s false, jobs with a gate are left alone (not applied): freeing their slot
 -- takes more statements, which the caller runs in a transaction for the outcomes not applied.
--- Returns: applied (text[]), freed (the gate of each applied gated job, text[]), woken.
+-- A job whose cancel was requested (expire_at set, see cancel) ends cancelled instead, whatever
+-- its outcome, which is not applied (`stopped`; its gate slot frees too).
+-- Returns: applied (text[]), freed (the gate of each job that left running, text[]), woken.
 WITH o AS (
     SELECT *
     FROM unnest(%(ids)b::text[], %(kinds)b::text[], %(results)b::bytea[], %(errors)b::bytea[],
                 %(run_at)b::double precision[], %(expire_at)b::double precision[],
                 %(rate_slots)b::double precision[])
          AS o(id, kind, result, errors, run_at, expire_at, rate_slot)
+),
+stopped AS (
+    UPDATE {schema}.jobs j
+    SET status = 'cancelled', finished_at = %(now)s, lease_until = NULL, rate_slot = NULL
+    FROM o
+    WHERE j.id = o.id AND j.status = 'running' AND j.worker = %(worker)s
+      AND j.expire_at IS NOT NULL AND (j.gate IS NULL OR %(with_gates)s)
+    RETURNING j.gate
 ),
 done AS (
     UPDATE {schema}.jobs j
@@ -366,7 +378,7 @@ done AS (
         rate_slot = CASE WHEN o.kind = 'release' THEN o.rate_slot END
     FROM o
     WHERE j.id = o.id AND j.status = 'running' AND j.worker = %(worker)s
-      AND (j.gate IS NULL OR %(with_gates)s)
+      AND j.expire_at IS NULL AND (j.gate IS NULL OR %(with_gates)s)
     RETURNING j.id, j.task, j.queue, j.status, j.gate, o.kind
 ),
 counted AS (
@@ -385,7 +397,8 @@ counted AS (
         retried = s.retried + excluded.retried
 )
 SELECT ARRAY(SELECT id FROM done) AS applied,
-       ARRAY(SELECT gate FROM done WHERE gate IS NOT NULL) AS freed,
+       ARRAY(SELECT gate FROM done WHERE gate IS NOT NULL
+             UNION ALL SELECT gate FROM stopped WHERE gate IS NOT NULL) AS freed,
        (SELECT count(pg_notify(%(channel)s, q.queue))
           FROM (SELECT DISTINCT queue FROM done WHERE status = 'queued') AS q) AS woken;
 
@@ -479,9 +492,11 @@ SELECT (SELECT count(*) FROM moved) AS moved,
 -- Running jobs whose lease lapsed before %(now)s, at most %(limit)s, each locked by exactly one
 -- caller. Below %(max_lost)s losses: back to the head of the queue, attempts kept. At
 -- %(max_lost)s: failed with a LostWorker error appended, counted, expiring at %(failed_expire_at)s.
--- Either way rate_slot is cleared. With %(with_gates)s false, lapsed jobs with a gate are left
--- alone (see finish) and reported by gated_left.
--- Returns: requeued (text[]), quarantined (text[]), freed (gates, text[]), gated_left, woken.
+-- Either way rate_slot is cleared. A job whose cancel was requested (expire_at set, see cancel)
+-- is neither: it ends cancelled (`stopped`), lost unchanged. With %(with_gates)s false, lapsed
+-- jobs with a gate are left alone (see finish) and reported by gated_left.
+-- Returns: requeued (text[]), quarantined (text[]), freed (gates, text[]), gated_left, woken,
+-- cancelled (text[]).
 WITH lapsed AS (
     SELECT j.id, j.gate
     FROM {schema}.jobs j
@@ -489,6 +504,14 @@ WITH lapsed AS (
     ORDER BY j.lease_until
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+),
+stopped AS (
+    UPDATE {schema}.jobs j
+    SET status = 'cancelled', finished_at = %(now)s, lease_until = NULL, rate_slot = NULL
+    FROM lapsed
+    WHERE j.id = lapsed.id AND j.expire_at IS NOT NULL
+      AND (lapsed.gate IS NULL OR %(with_gates)s)
+    RETURNING j.id, j.gate
 ),
 recovered AS (
     UPDATE {schema}.jobs j
@@ -514,7 +537,7 @@ recovered AS (
             ELSE j.errors
         END
     FROM lapsed
-    WHERE j.id = lapsed.id AND (lapsed.gate IS NULL OR %(with_gates)s)
+    WHERE j.id = lapsed.id AND j.expire_at IS NULL AND (lapsed.gate IS NULL OR %(with_gates)s)
     RETURNING j.id, j.task, j.queue, j.status, j.gate
 ),
 counted AS (
@@ -528,10 +551,12 @@ counted AS (
 )
 SELECT ARRAY(SELECT id FROM recovered WHERE status = 'queued') AS requeued,
        ARRAY(SELECT id FROM recovered WHERE status = 'failed') AS quarantined,
-       ARRAY(SELECT gate FROM recovered WHERE gate IS NOT NULL) AS freed,
+       ARRAY(SELECT gate FROM recovered WHERE gate IS NOT NULL
+             UNION ALL SELECT gate FROM stopped WHERE gate IS NOT NULL) AS freed,
        EXISTS (SELECT 1 FROM lapsed WHERE gate IS NOT NULL AND NOT %(with_gates)s) AS gated_left,
        (SELECT count(pg_notify(%(channel)s, q.queue))
-          FROM (SELECT DISTINCT queue FROM recovered WHERE status = 'queued') AS q) AS woken;
+          FROM (SELECT DISTINCT queue FROM recovered WHERE status = 'queued') AS q) AS woken,
+       ARRAY(SELECT id FROM stopped) AS cancelled;
 
 
 -- name: register_worker
@@ -550,8 +575,11 @@ SELECT id, started_at, last_seen, info FROM {schema}.workers ORDER BY id;
 -- name: cancel
 -- Locks the row first (FOR UPDATE reads its latest version, e.g. a job a claim just started),
 -- so the caller learns the state it left. A parked job is unparked (parked implies queued).
--- Returns (when cancelled): gate, was_running, was_waiting (queued and not parked: it may have
--- been the job a freed slot woke, whose turn must pass to the next parked job).
+-- A running job only gets the request: expire_at set (never set on a running job otherwise),
+-- its status, lease and gate slot kept until its run ends (finish, recover: `stopped`).
+-- Returns (when cancelled or requested): gate, was_running, was_waiting (queued and not
+-- parked: it may have been the job a freed slot woke, whose turn must pass to the next parked
+-- job).
 WITH cur AS (
     SELECT j.id, j.status, j.parked
     FROM {schema}.jobs j
@@ -559,8 +587,10 @@ WITH cur AS (
     FOR UPDATE
 )
 UPDATE {schema}.jobs j
-SET status = 'cancelled', finished_at = %(now)s, expire_at = %(expire_at)s, lease_until = NULL,
-    parked = false
+SET status = CASE WHEN cur.status = 'running' THEN 'running' ELSE 'cancelled' END,
+    finished_at = CASE WHEN cur.status = 'running' THEN NULL ELSE %(now)s END,
+    lease_until = CASE WHEN cur.status = 'running' THEN j.lease_until END,
+    expire_at = %(expire_at)s, parked = false
 FROM cur
 WHERE j.id = cur.id
 RETURNING j.gate, cur.status = 'running', cur.status = 'queued' AND NOT cur.parked;

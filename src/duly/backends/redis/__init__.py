@@ -388,7 +388,7 @@ class RedisBackend:
             return []
         with self._guard("recover"):
             rows = await self._scripts.recover(self._redis, now, max_lost, limit, failed_expire_at)
-        return [Recovered(job_id.decode(), requeued) for job_id, requeued in rows]
+        return [Recovered(job_id.decode(), flag == 1, flag == 2) for job_id, flag in rows]
 
     async def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
         wanted = frozenset(queues)

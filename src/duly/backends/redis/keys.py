@@ -37,7 +37,9 @@ Job hash fields (one letter each, to keep a queued job small): ``t`` task, ``q``
 payload (raw bytes), ``s`` status, ``a`` attempts, ``m`` max_attempts, ``k`` key, ``r`` priority
 (absent = 0), ``e`` enqueued_at, ``d`` scheduled_for (only stored for jobs that were scheduled
 or ran ``again``), ``b`` started at, ``f`` finished_at, ``o`` result (raw bytes), ``x`` errors
-(raw JSON list), ``w`` worker, ``l`` lease_until, ``n`` lost, ``z`` expire_at, ``y`` rate_slot;
+(raw JSON list), ``w`` worker, ``l`` lease_until, ``n`` lost, ``z`` expire_at, ``y`` rate_slot,
+``c`` (only on a ``running`` job whose cancel was requested) the expire_at it gets when it
+ends ``cancelled`` ('' = none);
 concurrency control (absent for a plain job): ``u`` unique key (see below), ``U`` = ``1`` if the
 hold ends at start, ``ux`` hold expiry, ``g`` gate, ``G`` gate limit. Times are Python
 ``repr(float)`` strings, so they read back exactly.
@@ -48,7 +50,7 @@ iff in ``run`` (with ``w`` = its worker) and, with a gate, in ``gr:<gate>``; fin
 ``s:<status>``. Every job is in ``all`` and, with a key, in ``k:<key>``.
 
 Gates: claim.lua parks a popped job whose gate has ``SCARD gr:<gate> >= G`` (its own limit) in
-``gw:<gate>``. A job leaving ``running`` (finish.lua, recover.lua, cancel.lua) leaves
+``gw:<gate>``. A job leaving ``running`` (finish.lua, recover.lua) leaves
 ``gr:<gate>`` and, in the same script, moves the best parked job of the gate (ZPOPMIN) back to
 its ready zset with its old score and publishes its queue; so a parked job waits only while
 every slot of its gate is taken (with one limit per gate).

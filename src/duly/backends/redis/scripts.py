@@ -430,7 +430,7 @@ class Scripts:
 
     async def recover(
         self, client: Redis, now: float, max_lost: int, limit: int, failed_expire_at: float
-    ) -> list[tuple[bytes, bool]]:
+    ) -> list[tuple[bytes, int]]:
         k = self.keys
         minute = int(now // 60)
         reply = await self._call(
@@ -455,7 +455,7 @@ class Scripts:
                 k.wake,
             ],
         )
-        return [(job_id, flag == 1) for job_id, flag in zip(reply[::2], reply[1::2], strict=True)]
+        return [(job_id, int(flag)) for job_id, flag in zip(reply[::2], reply[1::2], strict=True)]
 
     async def cancel(self, client: Redis, job_id: str, now: float, expire_at: float | None) -> bool:
         k = self.keys

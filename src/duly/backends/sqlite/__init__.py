@@ -494,7 +494,7 @@ class SqliteBackend:
                 _QUERIES["extend_leases"],
                 {"ids": ids, "worker": worker, "lease_until": lease_until},
             ).fetchall()
-            return {row[0] for row in rows}
+            return {job_id for job_id, cancelling in rows if cancelling is None}
 
         alive = await self._transaction(beat, "heartbeat")
         return [job_id for job_id in job_ids if job_id not in alive]
@@ -518,12 +518,14 @@ class SqliteBackend:
                 flags.append(job is not None)
                 if job is None:
                     continue
-                _, task, queue, gate, gate_limit = job
-                name, row = self._outcome_row(outcome, now)
+                _, task, queue, gate, gate_limit, cancelling = job
+                if cancelling is not None:  # its cancel was requested: cancelled, not applied
+                    flags[-1], name, row = False, "finish_cancelled", (outcome.job_id, now)
+                else:
+                    name, row = self._outcome_row(outcome, now)
+                    if (column := _STATS_KIND.get(outcome.kind)) is not None:
+                        counters.setdefault((task, queue), [0, 0, 0])[column] += 1
                 batches.setdefault(name, []).append(row)
-                column = _STATS_KIND.get(outcome.kind)
-                if column is not None:
-                    counters.setdefault((task, queue), [0, 0, 0])[column] += 1
                 if gate is not None:
                     gates[gate] = max(gates.get(gate, 0), gate_limit)
             for name, rows in batches.items():
@@ -613,13 +615,16 @@ class SqliteBackend:
 
         def recover(conn: sqlite3.Connection) -> tuple[list[Recovered], bool]:
             rows = conn.execute(_QUERIES["lapsed"], {"now": now, "limit": limit}).fetchall()
-            requeue, quarantine, recovered = [], [], []
+            requeue, quarantine, cancel, recovered = [], [], [], []
             counters: dict[tuple[str, str], list[int]] = {}
             gates: dict[str, int] = {}
-            for job_id, task, queue, lost, gate, gate_limit in rows:
+            for job_id, task, queue, lost, gate, gate_limit, cancelling in rows:
                 if gate is not None:
                     gates[gate] = max(gates.get(gate, 0), gate_limit)
-                if lost + 1 < max_lost:
+                if cancelling is not None:  # its cancel was requested: never run again
+                    cancel.append({"id": job_id, "now": now})
+                    recovered.append(Recovered(job_id, requeued=False, cancelled=True))
+                elif lost + 1 < max_lost:
                     requeue.append({"id": job_id})
                     recovered.append(Recovered(job_id, requeued=True))
                 else:
@@ -635,6 +640,7 @@ class SqliteBackend:
                     counters.setdefault((task, queue), [0, 0, 0])[1] += 1
             conn.executemany(_QUERIES["requeue_lost"], requeue)
             conn.executemany(_QUERIES["quarantine_lost"], quarantine)
+            conn.executemany(_QUERIES["cancel_lost"], cancel)
             self._bump_stats(conn, minute, counters)
             unparked = _concurrency.free_gate_slots(conn, gates)
             return recovered, bool(unparked)
@@ -731,8 +737,8 @@ class SqliteBackend:
             rows = conn.execute(_QUERIES["cancel"], params).fetchall()
             if not rows:
                 return False, False
-            [(gate, gate_limit)] = rows
-            if gate is None:
+            [(gate, gate_limit, running)] = rows
+            if gate is None or running:  # a running job keeps its slot until its run ends
                 return True, False
             return True, bool(_concurrency.free_gate_slots(conn, {gate: gate_limit}))
 

@@ -157,17 +157,19 @@ INSERT INTO workers (id, started_at, last_seen, info) VALUES (:worker, :now, :no
 ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen;
 
 -- name: extend_leases
--- Heartbeat: extend the leases of the given jobs (JSON array) still running under :worker.
+-- Heartbeat: extend the leases of the given jobs (JSON array) still running under :worker;
+-- expire_at is set on those whose cancel was requested (see cancel): the worker must stop them.
 UPDATE jobs SET lease_until = :lease_until
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status = 'running' AND worker = :worker
-RETURNING id;
+RETURNING id, expire_at;
 
 -- name: running_under
 -- finish: which of the ids (JSON array) still run under :worker (only those outcomes apply), with
--- their task, queue, gate and gate_limit: one row holding a JSON array of [id, task, queue, gate,
--- gate_limit] (one row to fetch, not one per job).
-SELECT json_group_array(json_array(id, task, queue, gate, gate_limit)) FROM jobs
+-- their task, queue, gate, gate_limit and expire_at (set: a cancel was requested): one row
+-- holding a JSON array of [id, task, queue, gate, gate_limit, expire_at] (one row to fetch,
+-- not one per job).
+SELECT json_group_array(json_array(id, task, queue, gate, gate_limit, expire_at)) FROM jobs
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status = 'running' AND worker = :worker;
 
@@ -175,6 +177,14 @@ WHERE id IN (SELECT value FROM json_each(:ids))
 -- running under the worker: `o` holds one row per job, bound in order, and the backend writes
 -- as many `(?, ...)` rows as it binds in place of /* rows */ (padding with all-NULL rows, which
 -- match no job, so a few texts serve every batch size; see SqliteBackend._apply).
+
+-- name: finish_cancelled
+-- A job whose cancel was requested while it ran ends cancelled, whatever its outcome; it keeps
+-- the expire_at the cancel gave it.
+WITH o(id, finished_at) AS (VALUES /* rows */)
+UPDATE jobs
+SET status = 'cancelled', finished_at = o.finished_at, lease_until = NULL, rate_slot = NULL
+FROM o WHERE jobs.id = o.id;
 
 -- name: finish_succeeded
 WITH o(id, finished_at, result, expire_at) AS (VALUES /* rows */)
@@ -264,8 +274,9 @@ SELECT min(scheduled_for) FROM jobs INDEXED BY jobs_due
 WHERE status IN ('scheduled', 'retrying');
 
 -- name: lapsed
--- recover: running jobs whose lease lapsed before :now, oldest lease first (jobs_lease index).
-SELECT id, task, queue, lost, gate, gate_limit FROM jobs INDEXED BY jobs_lease
+-- recover: running jobs whose lease lapsed before :now, oldest lease first (jobs_lease index),
+-- with expire_at (set: a cancel was requested, see cancel).
+SELECT id, task, queue, lost, gate, gate_limit, expire_at FROM jobs INDEXED BY jobs_lease
 WHERE status = 'running' AND lease_until < :now
 ORDER BY lease_until
 LIMIT :limit;
@@ -275,6 +286,12 @@ LIMIT :limit;
 UPDATE jobs
 SET status = 'queued', lost = lost + 1, position = enqueued_at - 1e12,
     worker = NULL, lease_until = NULL, rate_slot = NULL
+WHERE id = :id;
+
+-- name: cancel_lost
+-- recover of a job whose cancel was requested: cancelled (never requeued), lost unchanged.
+UPDATE jobs
+SET status = 'cancelled', finished_at = :now, lease_until = NULL, rate_slot = NULL
 WHERE id = :id;
 
 -- name: quarantine_lost
@@ -304,12 +321,17 @@ DELETE FROM workers WHERE id = :worker;
 SELECT id, started_at, last_seen, info FROM workers ORDER BY id;
 
 -- name: cancel
--- Any active job, parked or not; its gate (if any) is returned so a freed slot unparks a job.
+-- A waiting job (parked or not) becomes cancelled; its gate (if any) is returned so its turn
+-- passes on to a parked job. A running job only gets the request: expire_at set (never set on
+-- a running job otherwise), the status kept until its run ends (finish_cancelled, cancel_lost).
+-- SET reads the row as it was; RETURNING the row as it is: running = the job was running.
 UPDATE jobs
-SET status = 'cancelled', finished_at = :now, expire_at = :expire_at, lease_until = NULL,
-    parked = 0
+SET status = iif(status = 'running', 'running', 'cancelled'),
+    finished_at = iif(status = 'running', NULL, :now),
+    lease_until = iif(status = 'running', lease_until, NULL),
+    expire_at = :expire_at, parked = 0
 WHERE id = :id AND status IN ('scheduled', 'queued', 'running', 'retrying')
-RETURNING gate, gate_limit;
+RETURNING gate, gate_limit, status = 'running';
 
 -- name: retry_candidate
 -- retry: a failed/cancelled job's unique key, if its hold had not ended before it finished.

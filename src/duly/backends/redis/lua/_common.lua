@@ -99,3 +99,25 @@ local function free_gate(gate, id, counts, woken)
   redis.call('SREM', gate_running_key(gate), id)
   unpark(gate, counts, woken)
 end
+
+-- A running job whose cancel was requested (its `c` field = the expire_at it gets, '' = none;
+-- see cancel.lua) ends `cancelled` at `now`, whatever its run did: it leaves `run` (`run_key`),
+-- loses its lease, rate slot and request, joins s:cancelled and (with an expire_at) `exp_key`;
+-- its unique hold ends (`unique` = its `u` field) and its gate slot frees.
+local function end_cancelled(run_key, exp_key, unique_hash, id, queue, gate, unique, expire_at,
+                             now, counts, woken)
+  local jk = job_key(id)
+  redis.call('ZREM', run_key, id)
+  bump(counts, queue .. SEP .. 'r', -1)
+  redis.call('HSET', jk, 's', 'cancelled', 'f', now)
+  redis.call('HDEL', jk, 'l', 'y', 'c')
+  redis.call('ZADD', status_key('cancelled'), 0, id)
+  if expire_at ~= '' then
+    redis.call('HSET', jk, 'z', expire_at)
+    redis.call('ZADD', exp_key, expire_at, id)
+  end
+  if unique then
+    end_hold(unique_hash, id, unique, not hold_expired(redis.call('HGET', jk, 'ux'), now))
+  end
+  if gate then free_gate(gate, id, counts, woken) end
+end

@@ -6,12 +6,14 @@
 -- ARGV[5] wake channel
 -- Returns 1 if cancelled, 0 if the job is finished or unknown.
 --
--- The job leaves whichever active index holds it (`due`, its ready zset, its gate's parked
--- zset, or `run`) and becomes `cancelled` with finished_at = now, in s:cancelled and `exp`. A
--- running job keeps its worker field but has left `run`, so its worker's next heartbeat reports
--- it gone and its outcome is dropped by finish.lua; a gated one frees its slot (free_gate). A
--- gated job cancelled from its ready zset unparks the next parked job of its gate. The queue
--- of an unparked job is woken. The unique hold ends (end_hold).
+-- A waiting job leaves whichever index holds it (`due`, its ready zset, its gate's parked
+-- zset) and becomes `cancelled` with finished_at = now, in s:cancelled and `exp`; a gated job
+-- cancelled from its ready zset unparks the next parked job of its gate (its queue is woken);
+-- the unique hold ends (end_hold).
+-- A running job only gets the request: field `c` = ARGV[4] (the expire_at it will get). It
+-- stays `running` (in `run`, holding its gate slot and unique key) until its run ends: its
+-- worker's heartbeat reports it (heartbeat.lua), and finish.lua, or recover.lua if the worker
+-- died, makes it `cancelled` whatever the outcome.
 local id = ARGV[2]
 local jk = job_key(id)
 local f = redis.call('HMGET', jk, 's', 'q', 'g', 'u', 'ux')
@@ -30,9 +32,8 @@ elseif status == 'queued' then
   redis.call('ZREM', gate_parked_key(gate), id)
   bump(counts, queue .. SEP .. 'w', -1)
 elseif status == 'running' then
-  redis.call('ZREM', KEYS[1], id)
-  bump(counts, queue .. SEP .. 'r', -1)
-  if gate then free_gate(gate, id, counts, woken) end
+  redis.call('HSET', jk, 'c', ARGV[4])
+  return 1
 else
   return 0
 end

@@ -9,7 +9,9 @@
 --           errors, run_at, expire_at, rate_slot ('' = none for each of the last five)
 -- Returns one integer per outcome: 1 applied, 0 dropped.
 --
--- An outcome applies only if the job is `running` under ARGV[2]; then it leaves `run`, loses
+-- An outcome applies only if the job is `running` under ARGV[2] and no cancel of it was
+-- requested (field `c`): such a job ends `cancelled` instead (end_cancelled) and its outcome is
+-- not applied (0). An applied outcome: the job leaves `run`, loses
 -- its lease (l) and, but for release, its rate slot (y), and:
 --   succeeded -> `succeeded`, finished_at, result (o; removed if none, as claim keeps the one
 --                of a previous `again` run); in s:succeeded and (with expire_at) `exp`
@@ -42,9 +44,12 @@ for i = 7, #ARGV, 7 do
   local id, kind = ARGV[i], ARGV[i + 1]
   local result, errors, run_at, expire_at = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   local jk = job_key(id)
-  local f = redis.call('HMGET', jk, 's', 'w', 't', 'q', 'r', 'g', 'u')
+  local f = redis.call('HMGET', jk, 's', 'w', 't', 'q', 'r', 'g', 'u', 'c')
   n = n + 1
   if f[1] ~= 'running' or f[2] ~= worker then
+    out[n] = 0
+  elseif f[8] then
+    end_cancelled(KEYS[1], KEYS[3], KEYS[7], id, f[4], f[6], f[7], f[8], now, counts, woken)
     out[n] = 0
   else
     local task, queue = f[3], f[4]

@@ -2,20 +2,23 @@
 --
 -- KEYS[1] running zset   KEYS[2] workers zset
 -- ARGV[1] prefix   ARGV[2] worker   ARGV[3] now   ARGV[4] lease_until   ARGV[5..] job ids
--- Returns the ids that are no longer running under this worker (recovered, cancelled, gone).
+-- Returns the ids the worker must stop: no longer running under it (recovered, gone), or
+-- running with a cancel requested (field `c`, see cancel.lua).
 --
 -- Only a job whose hash says `running` under this worker gets the new lease, both in its hash
--- (l) and as its score in `run`; any other id is reported and left untouched.
+-- (l) and as its score in `run` (a job being cancelled too: it runs until its run ends); any
+-- other id is reported and left untouched.
 local worker, lease_until = ARGV[2], ARGV[4]
 redis.call('ZADD', KEYS[2], ARGV[3], worker)
 local gone = {}
 for i = 5, #ARGV do
   local id = ARGV[i]
   local jk = job_key(id)
-  local f = redis.call('HMGET', jk, 's', 'w')
+  local f = redis.call('HMGET', jk, 's', 'w', 'c')
   if f[1] == 'running' and f[2] == worker then
     redis.call('HSET', jk, 'l', lease_until)
     redis.call('ZADD', KEYS[1], 'XX', lease_until, id)
+    if f[3] then gone[#gone + 1] = id end
   else
     gone[#gone + 1] = id
   end

@@ -5,7 +5,7 @@
 -- KEYS[6] unique holds hash (`u`)
 -- ARGV[1] prefix   ARGV[2] now   ARGV[3] max_lost   ARGV[4] limit   ARGV[5] failed_expire_at
 -- ARGV[6] minute   ARGV[7] bucket TTL (s)   ARGV[8] wake channel
--- Returns {id, 1 requeued | 0 quarantined, id, ...}.
+-- Returns {id, 1 requeued | 0 quarantined | 2 cancelled, id, ...}.
 --
 -- Takes up to `limit` ids of `run` with lease_until < now and removes them from `run` in the
 -- same step, so a concurrent call never sees them again. Each gets lost + 1 and loses its lease
@@ -13,7 +13,8 @@
 -- the head of its priority, worker cleared, attempts kept. At max_lost it is quarantined:
 -- `failed`, finished_at = now, a LostWorker entry appended to its errors JSON list (by string
 -- splicing: the stored history is never re-encoded), expire_at = failed_expire_at, counted as
--- a failure, its unique hold ended (end_hold).
+-- a failure, its unique hold ended (end_hold). A job whose cancel was requested (field `c`)
+-- is neither: it ends `cancelled` (end_cancelled), its `lost` unchanged.
 local now = ARGV[2]
 local max_lost = tonumber(ARGV[3])
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now, 'LIMIT', 0, tonumber(ARGV[4]))
@@ -34,8 +35,12 @@ end
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
   local jk = job_key(id)
-  local f = redis.call('HMGET', jk, 's', 'q', 'r', 't', 'a', 'x', 'g', 'u', 'ux')
-  if f[1] == 'running' then
+  local f = redis.call('HMGET', jk, 's', 'q', 'r', 't', 'a', 'x', 'g', 'u', 'ux', 'c')
+  if f[1] == 'running' and f[10] then
+    end_cancelled(KEYS[1], KEYS[2], KEYS[6], id, f[2], f[7], f[8], f[10], now, counts, woken)
+    out[#out + 1] = id
+    out[#out + 1] = 2
+  elseif f[1] == 'running' then
     local queue = f[2]
     local lost = redis.call('HINCRBY', jk, 'n', 1)
     bump(counts, queue .. SEP .. 'r', -1)
