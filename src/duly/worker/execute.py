@@ -98,7 +98,7 @@ class Execution:
     deferred: bool = False
 
     async def run(self, app: App, threads: ThreadRunner) -> tuple[Outcome, BaseException | None]:
-        """Run the job; the outcome to report and, for a final failure, the error."""
+        """Run the job; the outcome to report and, for a failed or retried run, the error."""
         record = self.record
         task = app.tasks.get(record.task)
         if task is None:
@@ -169,5 +169,4 @@ class Execution:
     def _failed(
         self, app: App, task: Task[Any, Any], exc: BaseException
     ) -> tuple[Outcome, BaseException | None]:
-        outcome = failure_outcome(app, task, self.record, exc, app.clock.now())
-        return outcome, (exc if outcome.kind == "failed" else None)
+        return failure_outcome(app, task, self.record, exc, app.clock.now()), exc

@@ -9,10 +9,12 @@ One asyncio loop per process runs five cooperating loops:
 - **run**: each claimed job runs as an asyncio task (``async def``) or on the bounded
   ``ThreadRunner`` (``def``), with its timeout;
 - **ack**: finished runs' outcomes are reported in batches, one round trip per batch;
-- **heartbeat**: every ``lease / 3`` the leases of all held jobs are extended; jobs the backend
-  says we no longer hold (recovered, cancelled) are stopped;
-- **maintenance**: promote due delayed/retrying jobs, recover the jobs of dead workers (those
-  whose leases lapsed), and purge expired finished jobs.
+- **heartbeat** and **maintenance** (``duly.worker.maintenance``): leases renewed every
+  ``lease / 3``; due delayed/retrying jobs promoted, the jobs of dead workers recovered, expired
+  finished jobs purged.
+
+Rate-limit admission lives in ``duly.worker.admission``, the batched report of outcomes (and
+the hooks it calls) in ``duly.worker.outcomes``.
 
 Graceful stop (SIGTERM/SIGINT): stop fetching, let running jobs finish within ``grace``
 seconds, then hand the rest back to their queue without charging an attempt.
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
 import random
@@ -35,12 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 from duly.errors import BackendUnavailable, ConfigurationError, DulyError
 from duly.ids import new_id
-from duly.job import JobInfo
-from duly.records import JobRecord, Outcome, RateRequest
+from duly.records import JobRecord, Outcome
 from duly.scheduler import Scheduler
-from duly.serialization import decode_payload
 from duly.task import check_queue
+from duly.worker.admission import Admission
 from duly.worker.execute import Execution, failure_outcome
+from duly.worker.maintenance import PROMOTE_INTERVAL, Maintenance
+from duly.worker.outcomes import BATCH_LIMIT, Outcomes
 from duly.worker.reporting import Reporter, WorkerStats
 from duly.worker.stopping import StopRequests
 from duly.worker.threads import ThreadRunner
@@ -54,12 +56,6 @@ __all__ = ["Worker", "WorkerStats"]
 log = logging.getLogger("duly.worker")
 
 MIN_LEASE = 2.0
-PROMOTE_INTERVAL = 0.25
-PURGE_INTERVAL = 30.0
-SCHEDULER_INTERVAL = 0.5
-_BATCH_LIMIT = 1000
-#: A rate slot starting this close to now is taken as "now" (clock jitter between processes).
-_RATE_SLACK = 0.005
 
 
 def _parse_queues(specs: Sequence[str]) -> tuple[list[str], list[float] | None]:
@@ -135,9 +131,9 @@ class Worker:
         self._running: dict[str, tuple[Execution, asyncio.Task[None]]] = {}
         #: Running jobs that lost a worker before (while any runs, nothing more is claimed).
         self._suspects = 0
-        self._unacked: dict[str, Execution] = {}
-        self._outcomes: list[tuple[Execution, Outcome, BaseException | None]] = []
-        self._outcome_ready = asyncio.Event()
+        self._outcomes = Outcomes(self)
+        self._admission = Admission(self)
+        self._maintenance = Maintenance(self)
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         self._stop_requested = False
@@ -145,7 +141,6 @@ class Worker:
         self._closing = False
         self._close_deadline = float("inf")
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._next_due: float | None = None
         self._backend: Backend | None = None
         self._threads: ThreadRunner | None = None
 
@@ -174,7 +169,7 @@ class Worker:
     async def run(self) -> None:
         """Work until ``stop()``, a signal, or (with ``burst``) no work is left."""
         self._loop = asyncio.get_running_loop()
-        self._outcome_ready = asyncio.Event()
+        self._outcomes.ready = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         if self._stop_requested:
@@ -204,13 +199,14 @@ class Worker:
             self.concurrency,
             self.lease,
         )
-        ack = asyncio.create_task(self._ack_loop(), name="duly-ack")
+        duties = self._maintenance
+        ack = asyncio.create_task(self._outcomes.loop(), name="duly-ack")
         helpers = [
-            asyncio.create_task(self._heartbeat_loop(), name="duly-heartbeat"),
-            asyncio.create_task(self._maintenance_loop(), name="duly-maintenance"),
+            asyncio.create_task(duties.heartbeat_loop(), name="duly-heartbeat"),
+            asyncio.create_task(duties.maintenance_loop(), name="duly-maintenance"),
         ]
         if self.scheduler is not None:
-            helpers.append(asyncio.create_task(self._scheduler_loop(), name="duly-scheduler"))
+            helpers.append(asyncio.create_task(duties.scheduler_loop(), name="duly-scheduler"))
         try:
             await self._fetch_loop()
             await self._drain()
@@ -220,7 +216,7 @@ class Worker:
             # the cancel can be swallowed): it reports what is left, then sees _closing.
             self._closing = True
             self._close_deadline = time.monotonic() + max(self.grace, 5.0)
-            self._outcome_ready.set()
+            self._outcomes.ready.set()
             for helper in helpers:
                 helper.cancel()
             await asyncio.gather(ack, *helpers, return_exceptions=True)
@@ -287,7 +283,7 @@ class Worker:
             now = self.app.clock.now()
             try:
                 records = await self._backend.claim(
-                    self.id, self._claim_order(), min(free, _BATCH_LIMIT), now, now + self.lease
+                    self.id, self._claim_order(), min(free, BATCH_LIMIT), now, now + self.lease
                 )
                 backoff = 0.1
             except BackendUnavailable as exc:
@@ -296,15 +292,15 @@ class Worker:
                 backoff = min(backoff * 2, 10.0)
                 continue
             if not records and self.burst and self._idle():
-                await self._promote()  # a last look, so no due job is left behind
+                await self._maintenance.promote()  # a last look, so no due job is left behind
                 now = self.app.clock.now()
                 records = await self._backend.claim(
-                    self.id, self._claim_order(), min(free, _BATCH_LIMIT), now, now + self.lease
+                    self.id, self._claim_order(), min(free, BATCH_LIMIT), now, now + self.lease
                 )
                 if not records and self._idle():
                     return
             if records:
-                for record in await self._admit(records):
+                for record in await self._admission.admit(records):
                     self._start(record)
                 continue
             await self._wait_any(
@@ -329,9 +325,10 @@ class Worker:
 
     def _idle(self) -> bool:
         """Nothing running or unreported here, and no scheduled/retrying job due yet."""
-        if self._running or self._unacked:
+        if self._running or self._outcomes.unacked:
             return False
-        return self._next_due is None or self._next_due > self.app.clock.now()
+        next_due = self._maintenance.next_due
+        return next_due is None or next_due > self.app.clock.now()
 
     async def _wait_any(self, coro: Any, timeout: float | None) -> None:
         """Await ``coro`` but return at once when a stop is requested."""
@@ -352,64 +349,6 @@ class Worker:
             elif exc is not None:
                 raise exc
 
-    # -- rate limits -----------------------------------------------------------------------
-    def _rate_request(self, record: JobRecord, not_before: float = 0.0) -> RateRequest | None:
-        """The slot this job must reserve before it runs, or None (no limit, slot held)."""
-        task = self.app.tasks.get(record.task)
-        limits = None if task is None else task.config.limits
-        if limits is None or limits.rate is None:
-            return None
-        if record.rate_slot is not None and not not_before:
-            return None  # deferred to a slot it reserved earlier: that slot is now
-        try:
-            args, kwargs = decode_payload(record.payload)
-            return limits.rate_request(tuple(args), kwargs, not_before)
-        except (ValueError, TypeError):
-            return None  # the run itself reports the bad payload
-
-    async def _admit(self, records: list[JobRecord]) -> list[JobRecord]:
-        """The claimed jobs that may start now. Jobs of rate-limited tasks reserve a slot of
-        their limit (one round trip for the batch); a job whose slot starts later is handed
-        back to start then, holding that slot, without charging an attempt."""
-        assert self._backend is not None
-        asking = [(r, q) for r in records if (q := self._rate_request(r)) is not None]
-        if not asking:
-            return records
-        now = self.app.clock.now()
-        starts: list[float | None]
-        try:
-            starts = [*await self._backend.reserve_rate([q for _, q in asking], now)]
-        except BackendUnavailable as exc:
-            log.warning("rate limit: backend unavailable (%s); deferring %d jobs", exc, len(asking))
-            starts = [None] * len(asking)  # no slot known: try again in a second
-        later = set()
-        for (record, _), start in zip(asking, starts, strict=True):
-            if start is None or start > now + _RATE_SLACK:
-                later.add(record.id)
-                self._defer(record, now + 1.0 if start is None else start, start)
-        return [r for r in records if r.id not in later]
-
-    def _defer(self, record: JobRecord, run_at: float, rate_slot: float | None) -> None:
-        execution = Execution(record, self.id, deferred=True)
-        self.stats.deferred += 1
-        self._unacked[record.id] = execution
-        outcome = Outcome(record.id, "release", run_at=run_at, rate_slot=rate_slot)
-        self._outcomes.append((execution, outcome, None))
-        self._outcome_ready.set()
-
-    async def _throttled(self, execution: Execution, outcome: Outcome) -> Outcome:
-        """A job raised ``Throttled``: pause its whole rate key until then, and take the first
-        slot after the pause for this job."""
-        assert self._backend is not None and outcome.run_at is not None
-        request = self._rate_request(execution.record, not_before=outcome.run_at)
-        if request is None:
-            return outcome
-        try:
-            [start] = await self._backend.reserve_rate([request], self.app.clock.now())
-        except BackendUnavailable:
-            return outcome
-        return dataclasses.replace(outcome, run_at=start, rate_slot=start)
-
     # -- run -------------------------------------------------------------------------------
     def _start(self, record: JobRecord) -> None:
         self.stats.claimed += 1
@@ -426,6 +365,8 @@ class Worker:
         assert self._threads is not None
         job_id = execution.record.id
         try:
+            if self.app.hooks.watching("started"):
+                await self.app.hooks.emit("started", execution.record)
             outcome, error = await execution.run(self.app, self._threads)
         except asyncio.CancelledError:
             if execution.handed_back:
@@ -442,10 +383,8 @@ class Worker:
             return
         if execution.deferred and outcome.kind == "release":
             self.stats.deferred += 1
-            outcome = await self._throttled(execution, outcome)
-        self._unacked[job_id] = execution
-        self._outcomes.append((execution, outcome, error))
-        self._outcome_ready.set()
+            outcome = await self._admission.throttled(execution, outcome)
+        self._outcomes.put(execution, outcome, error)
 
     def _forget(self, job_id: str) -> None:
         """The job no longer runs here: free its slot."""
@@ -454,127 +393,6 @@ class Worker:
         if entry is not None and entry[0].record.lost:
             self._suspects -= 1
         self._slot_freed.set()
-
-    # -- ack -------------------------------------------------------------------------------
-    async def _ack_loop(self) -> None:
-        while True:
-            await self._outcome_ready.wait()
-            await asyncio.sleep(0)  # outcomes of jobs ending together go in one report
-            self._outcome_ready.clear()
-            await self._flush_outcomes()
-            if self._closing and (not self._outcomes or time.monotonic() > self._close_deadline):
-                return
-
-    async def _flush_outcomes(self) -> None:
-        assert self._backend is not None
-        backoff = 0.1
-        while self._outcomes:
-            batch = self._outcomes[:_BATCH_LIMIT]
-            try:
-                applied = await self._backend.finish(
-                    self.id, [outcome for _, outcome, _ in batch], self.app.clock.now()
-                )
-            except BackendUnavailable as exc:
-                if self._closing and time.monotonic() > self._close_deadline:
-                    log.error(
-                        "could not report %d outcomes before exit: %s; their jobs will "
-                        "be recovered after their lease",
-                        len(self._outcomes),
-                        exc,
-                    )
-                    return
-                log.warning("finish: backend unavailable (%s); retrying in %.1fs", exc, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
-                continue
-            del self._outcomes[: len(batch)]
-            for (execution, outcome, error), ok in zip(batch, applied, strict=True):
-                self._unacked.pop(outcome.job_id, None)
-                if self._report.ended(execution, outcome, ok):
-                    await self._report_failure(execution.record, outcome, error)
-                elif not ok:
-                    await self._report.not_applied(self._backend, execution)
-
-    async def _report_failure(
-        self, record: JobRecord, outcome: Outcome, error: BaseException | None
-    ) -> None:
-        if not self.app.hooks.watching("failed"):
-            return
-        final = dataclasses.replace(
-            record,
-            status="failed",
-            errors=outcome.errors or record.errors,
-            finished_at=self.app.clock.now(),
-        )
-        await self.app.hooks.emit(
-            "failed", JobInfo.from_record(final), error or DulyError("job failed")
-        )
-
-    # -- heartbeat -------------------------------------------------------------------------
-    async def _heartbeat_loop(self) -> None:
-        assert self._backend is not None
-        interval = self.lease / 3
-        while not self._closing:
-            await asyncio.sleep(interval)
-            held = [*self._running, *self._unacked]
-            now = self.app.clock.now()
-            gone = await self._call(
-                self._backend.heartbeat(self.id, held, now, now + self.lease), "heartbeat"
-            )
-            for job_id in gone or ():
-                if (entry := self._running.get(job_id)) is not None:
-                    task = self.app.tasks.get(entry[0].record.task)
-                    self._stops.request(*entry, is_async=task is not None and task.is_async)
-
-    # -- maintenance -----------------------------------------------------------------------
-    async def _maintenance_loop(self) -> None:
-        assert self._backend is not None
-        recover_every = max(self.lease / 4, 0.5)
-        next_recover = 0.0
-        next_purge = time.monotonic() + random.uniform(0, PURGE_INTERVAL)
-        while not self._closing:
-            await self._promote()
-            if time.monotonic() >= next_recover:
-                await self._recover()
-                next_recover = time.monotonic() + recover_every
-            if time.monotonic() >= next_purge:
-                await self._call(self._backend.purge(self.app.clock.now(), _BATCH_LIMIT), "purge")
-                next_purge = time.monotonic() + PURGE_INTERVAL
-            await asyncio.sleep(PROMOTE_INTERVAL)
-
-    async def _scheduler_loop(self) -> None:
-        assert self._backend is not None and self.scheduler is not None
-        while not self._closing:
-            await self._call(self.scheduler.run_once(self._backend), "scheduler")
-            await asyncio.sleep(SCHEDULER_INTERVAL)
-
-    async def _promote(self) -> None:
-        assert self._backend is not None
-        while True:
-            result = await self._call(
-                self._backend.promote_due(self.app.clock.now(), _BATCH_LIMIT), "promote"
-            )
-            if result is None:
-                return
-            moved, self._next_due = result
-            if moved < _BATCH_LIMIT:
-                return
-
-    async def _recover(self) -> None:
-        assert self._backend is not None
-        now = self.app.clock.now()
-        recovered = await self._call(
-            self._backend.recover(
-                now, self.app.max_lost, _BATCH_LIMIT, now + self.app.failed_retention
-            ),
-            "recover",
-        )
-        for entry in recovered or ():
-            record = await self._call(self._backend.get_job(entry.id), "get_job")
-            self._report.recovered(entry, record)
-            if record is not None and not (entry.requeued or entry.cancelled):
-                error = DulyError(f"lost its worker {record.lost} times")
-                await self._report_failure(record, Outcome(entry.id, "failed"), error)
 
     # -- stopping --------------------------------------------------------------------------
     async def _drain(self) -> None:
@@ -594,9 +412,8 @@ class Worker:
         for job_id, (execution, _task) in list(self._running.items()):
             execution.abandoned = True
             self._forget(job_id)
-            self._outcomes.append(
-                (execution, Outcome(job_id, "release", run_at=self.app.clock.now()), None)
-            )
+            release = Outcome(job_id, "release", run_at=self.app.clock.now())
+            self._outcomes.pending.append((execution, release, None))
 
     # -- signals ---------------------------------------------------------------------------
     def _install_signals(self) -> None:

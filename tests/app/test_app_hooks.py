@@ -1,0 +1,214 @@
+"""Hooks (``duly.Hook``): the one seam for metrics, events and callbacks, on every backend.
+
+The App calls ``enqueued``; the worker calls ``started``, ``finished``, ``retried``,
+``failed``, ``recovered`` and ``quarantined`` only after the backend applied the change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+import duly
+from duly.records import EnqueueResult, JobRecord, NewJob, Outcome
+from duly.testing import run_jobs
+
+
+class Recorder(duly.Hook):
+    """Every event, as ``(event, job id, detail)``, in the order the hooks were called."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, Any]] = []
+        self.lock = threading.Lock()
+
+    def _add(self, *event: Any) -> None:
+        with self.lock:
+            self.events.append(event)
+
+    def enqueued(self, jobs: Any, results: Any) -> None:
+        for job, result in zip(jobs, results, strict=True):
+            self._add("enqueued", result.id, (job.task, result.deduplicated))
+
+    def started(self, record: JobRecord) -> None:
+        self._add("started", record.id, record.attempts)
+
+    def finished(self, record: JobRecord, outcome: Outcome, error: BaseException | None) -> None:
+        self._add("finished", record.id, (outcome.kind, type(error).__name__ if error else None))
+
+    def retried(self, record: JobRecord, error: BaseException | None, run_at: float) -> None:
+        self._add("retried", record.id, type(error).__name__)
+
+    def failed(self, job: duly.JobInfo, error: BaseException) -> None:
+        self._add("failed", job.id, (job.status, str(error)))
+
+    def recovered(self, job_id: str, requeued: bool) -> None:
+        self._add("recovered", job_id, requeued)
+
+    def quarantined(self, job: duly.JobInfo, error: BaseException) -> None:
+        self._add("quarantined", job.id, str(error))
+
+    def of(self, job_id: str) -> list[tuple[str, Any]]:
+        return [(event, detail) for event, jid, detail in self.events if jid == job_id]
+
+
+def test_enqueue_hooks_see_every_stored_job_and_deduplication(app: duly.App) -> None:
+    recorder = app.add_hook(Recorder())
+    assert isinstance(recorder, Recorder)
+
+    @app.task(name="t.sync", unique="{n}")
+    def sync(n: int) -> None: ...
+
+    first = sync.enqueue(1)
+    again = sync.enqueue(1)
+    [second] = asyncio.run(_enqueue_async(app, sync.s(2)))
+    assert again.deduplicated and again.id == first.id
+    assert recorder.events == [
+        ("enqueued", first.id, ("t.sync", False)),
+        ("enqueued", first.id, ("t.sync", True)),
+        ("enqueued", second.id, ("t.sync", False)),
+    ]
+
+
+async def _enqueue_async(app: duly.App, *signatures: duly.Signature) -> list[duly.Job]:
+    try:
+        return await app.enqueue_many_async(signatures)
+    finally:
+        await app.aclose()
+
+
+def test_worker_hooks_follow_each_run_after_it_is_stored(app: duly.App) -> None:
+    recorder = app.add_hook(Recorder())
+    assert isinstance(recorder, Recorder)
+
+    @app.task(name="t.fine")
+    async def fine() -> int:
+        return 1
+
+    @app.task(name="t.flaky", retries=1, backoff=duly.Backoff(0.01, 0.02))
+    def flaky() -> str:
+        if duly.current_job().attempt == 1:
+            raise ConnectionError("once")
+        return "ok"
+
+    @app.task(name="t.doomed", retries=0)
+    def doomed() -> None:
+        raise ValueError("declined")
+
+    jobs = [fine.enqueue(), flaky.enqueue(), doomed.enqueue()]
+    run_jobs(app, jobs)
+    ok, flaky_job, doomed_job = (j.id for j in jobs)
+    assert recorder.of(ok) == [
+        ("enqueued", ("t.fine", False)),
+        ("started", 1),
+        ("finished", ("succeeded", None)),
+    ]
+    assert recorder.of(flaky_job) == [
+        ("enqueued", ("t.flaky", False)),
+        ("started", 1),
+        ("finished", ("retry", "ConnectionError")),
+        ("retried", "ConnectionError"),
+        ("started", 2),
+        ("finished", ("succeeded", None)),
+    ]
+    assert recorder.of(doomed_job) == [
+        ("enqueued", ("t.doomed", False)),
+        ("started", 1),
+        ("finished", ("failed", "ValueError")),
+        ("failed", ("failed", "declined")),
+    ]
+
+
+def test_a_broken_hook_is_logged_and_harms_nothing(
+    app: duly.App, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls: list[str] = []
+
+    class Broken(duly.Hook):
+        def enqueued(self, jobs: Any, results: Any) -> None:
+            raise RuntimeError("bug in a hook")
+
+        def finished(self, record: JobRecord, outcome: Outcome, error: Any) -> None:
+            raise RuntimeError("bug in a hook")
+
+    class Async(duly.Hook):
+        async def finished(self, record: JobRecord, outcome: Outcome, error: Any) -> None:
+            await asyncio.sleep(0)
+            calls.append(outcome.kind)
+
+    app.add_hook(Broken())
+    app.add_hook(Async())
+
+    @app.task(name="t.fine")
+    def fine() -> int:
+        return 1
+
+    job = fine.enqueue()
+    run_jobs(app, [job])
+    info = app.get_job(job.id)
+    assert info is not None and (info.status, info.result) == ("succeeded", 1)
+    assert calls == ["succeeded"]  # an async hook is awaited; the broken one before it logged
+    assert sum("bug in a hook" in r.getMessage() or r.exc_info is not None for r in caplog.records)
+
+
+def test_removed_hooks_are_not_called_and_only_hooks_are_accepted(app: duly.App) -> None:
+    recorder = Recorder()
+    app.add_hook(recorder)
+    app.hooks.remove(recorder)
+
+    @app.task(name="t.fine")
+    def fine() -> None: ...
+
+    fine.enqueue()
+    assert recorder.events == []
+    assert not app.hooks.watching("enqueued")
+    with pytest.raises(TypeError, match=r"subclasses duly\.Hook"):
+        app.add_hook(object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("max_lost", [3, 1], ids=["recovered", "quarantined"])
+def test_recovery_hooks(make_app, worker_thread, wait, max_lost: int) -> None:
+    app = make_app(max_lost=max_lost)
+    recorder = app.add_hook(Recorder())
+
+    @app.task(name="t.orphan", retries=0)
+    def orphan() -> str:
+        return "ok"
+
+    job = orphan.enqueue()
+
+    async def claim_for_a_dead_worker() -> None:
+        try:
+            backend = await app.backend()
+            now = app.clock.now()
+            [record] = await backend.claim("dead-worker", ["default"], 1, now, now - 1)
+            assert record.id == job.id
+        finally:
+            await app.aclose()
+
+    asyncio.run(claim_for_a_dead_worker())
+    ends = "succeeded" if max_lost > 1 else "failed"
+    with worker_thread(app):
+        wait(lambda: app.get_job(job.id).status == ends)
+        wait(lambda: any(e == "recovered" for e, _ in recorder.of(job.id)))
+        if ends == "failed":
+            wait(lambda: any(e == "failed" for e, _ in recorder.of(job.id)))
+    events = [e for e in recorder.of(job.id) if e[0] != "enqueued"]
+    if max_lost > 1:
+        assert events[0] == ("recovered", True)
+        assert [e for e, _ in events[1:]] == ["started", "finished"]
+    else:
+        assert events == [
+            ("recovered", False),
+            ("quarantined", "lost its worker 1 times"),
+            ("failed", ("failed", "lost its worker 1 times")),
+        ]
+
+
+def test_hook_signatures_match_the_base_class() -> None:
+    """The recorder above overrides every event: a renamed event would be caught here."""
+    overridden = {name for name in duly.hooks.HOOK_EVENTS if name in Recorder.__dict__}
+    assert overridden == set(duly.hooks.HOOK_EVENTS)
+    assert {NewJob, EnqueueResult}  # the types the enqueued hook receives
