@@ -5,11 +5,19 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from duly.backends.sqlite._tx import QUERIES, Row, record
+from duly.backends.sqlite import _rows
+from duly.backends.sqlite._tx import QUERIES
 from duly.records import JobRecord
 
 __all__ = ["claim", "data_version", "heartbeat_tx"]
+
+#: Where claim_start's changes go in a JobRecord's values (see _start).
+_STATUS, _ATTEMPTS, _STARTED_AT, _FINISHED_AT, _WORKER, _LEASE_UNTIL = (
+    _rows.JOB_FIELDS.index(name)
+    for name in ("status", "attempts", "started_at", "finished_at", "worker", "lease_until")
+)
 
 
 def claim(
@@ -34,20 +42,23 @@ def claim(
     for queue in dict.fromkeys(queues):
         while len(claimed) < limit:
             if queue not in gated_queues:
-                rows = conn.execute(
+                cursor = conn.execute(
                     QUERIES["claim_candidates"],
                     {"queue": queue, "limit": limit - len(claimed)},
-                ).fetchall()
+                )
+                codec = _rows.job_codec("claim_candidates", cursor)
+                rows = cursor.fetchall()
                 if rows and version is None:
-                    version = rows[0][21]
-                if all(row[20] is None for row in rows):
+                    version = rows[0][codec.at["data_version"]]
+                gate = codec.at["gate"]
+                if all(row[gate] is None for row in rows):
                     lead = not claimed
-                    claimed.extend(_start(conn, rows, lead, worker, now, lease_until))
+                    claimed.extend(_start(conn, codec, rows, lead, worker, now, lease_until))
                     if claimed and claimed[0].lost > 0:
                         return _version(conn, version), claimed  # alone, see below
                     break  # nothing parked: this queue gave what it had
                 gated_queues.add(queue)
-            rows = conn.execute(
+            cursor = conn.execute(
                 QUERIES["claim"],
                 {
                     "queue": queue,
@@ -57,12 +68,17 @@ def claim(
                     "worker": worker,
                     "lease_until": lease_until,
                 },
-            ).fetchall()
-            if rows and all(row[21] is None for row in rows):
+            )
+            codec = _rows.job_codec("claim", cursor)
+            rows = cursor.fetchall()
+            at = codec.at
+            gate, status = at["gate"], at["status"]
+            priority, position, job_id = at["priority"], at["position"], at["id"]
+            if rows and all(row[gate] is None for row in rows):
                 gated_queues.discard(queue)
-            started = [row for row in rows if row[4] == "running"]  # the others parked
-            started.sort(key=lambda row: (-row[8], row[20], row[0]))
-            claimed.extend(record(row) for row in started)
+            started = [row for row in rows if row[status] == "running"]  # the others parked
+            started.sort(key=lambda row: (-row[priority], row[position], row[job_id]))
+            claimed.extend(codec(row) for row in started)
             if claimed and claimed[0].lost > 0:
                 # A job that lost a worker before runs alone in its claim.
                 return _version(conn, version), claimed
@@ -74,7 +90,8 @@ def claim(
 
 def _start(
     conn: sqlite3.Connection,
-    rows: list[Row],
+    codec: _rows.Codec[JobRecord],
+    rows: list[tuple[Any, ...]],
     may_lead: bool,
     worker: str,
     now: float,
@@ -84,8 +101,9 @@ def _start(
     first one that lost a worker before, which is taken only alone, as the first job of the
     claim (``may_lead``)."""
     take = rows
+    lost, job_id = codec.at["lost"], codec.at["id"]
     for i, row in enumerate(rows):
-        if row[17] > 0:  # lost
+        if row[lost] > 0:
             take = rows[:1] if i == 0 and may_lead else rows[:i]
             break
     if not take:
@@ -94,22 +112,20 @@ def _start(
     conn.execute(
         QUERIES["claim_start"],
         {
-            "ids": json.dumps([row[0] for row in take]),
+            "ids": json.dumps([row[job_id] for row in take]),
             "now": started_at,
             "worker": worker,
             "lease_until": until,
         },
     )
-    # fmt: off
-    return [
-        JobRecord(
-            row[0], row[1], row[2], row[3], "running", row[5] + 1, row[6], row[7], row[8],
-            row[9], row[10], started_at, None, row[13], row[14], worker, until, row[17],
-            row[18], row[19],
-        )
-        for row in take
-    ]
-    # fmt: on
+    values, started = codec.values, []
+    for row in take:  # each record as claim_start left its row
+        job = list(values(row))
+        job[_STATUS], job[_ATTEMPTS] = "running", job[_ATTEMPTS] + 1
+        job[_STARTED_AT], job[_FINISHED_AT] = started_at, None
+        job[_WORKER], job[_LEASE_UNTIL] = worker, until
+        started.append(JobRecord(*job))
+    return started
 
 
 def _version(conn: sqlite3.Connection, version: int | None) -> int:

@@ -9,7 +9,8 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from duly.backends.sqlite._tx import QUERIES, Row, record
+from duly.backends.sqlite import _rows
+from duly.backends.sqlite._tx import QUERIES
 from duly.records import JobFilter, JobRecord, QueueStats, StatRow, WorkerRecord
 
 __all__ = [
@@ -27,8 +28,9 @@ def get_job(job_id: str) -> Callable[[sqlite3.Connection], JobRecord | None]:
     """Reads one job by id, or None."""
 
     def read(conn: sqlite3.Connection) -> JobRecord | None:
-        row = conn.execute(QUERIES["get_job"], {"id": job_id}).fetchone()
-        return None if row is None else record(row)
+        cursor = conn.execute(QUERIES["get_job"], {"id": job_id})
+        row = cursor.fetchone()
+        return None if row is None else _rows.job_codec("get_job", cursor)(row)
 
     return read
 
@@ -51,7 +53,9 @@ def list_jobs(where: JobFilter, limit: int) -> Callable[[sqlite3.Connection], li
     query = QUERIES[name]
 
     def read(conn: sqlite3.Connection) -> list[JobRecord]:
-        return [record(row) for row in conn.execute(query, params).fetchall()]
+        cursor = conn.execute(query, params)
+        codec = _rows.job_codec(name, cursor)
+        return [codec(row) for row in cursor.fetchall()]
 
     return read
 
@@ -60,11 +64,11 @@ def queue_stats(conn: sqlite3.Connection) -> list[QueueStats]:
     """Every queue ever enqueued to, with its active counts, by name (one snapshot)."""
     conn.execute("BEGIN")  # one snapshot for both reads
     try:
-        names: list[Row] = conn.execute(QUERIES["queue_names"]).fetchall()
-        counts: list[Row] = conn.execute(QUERIES["queue_counts"]).fetchall()
+        names = conn.execute(QUERIES["queue_names"]).fetchall()
+        counts = conn.execute(QUERIES["queue_counts"]).fetchall()
     finally:
         conn.execute("COMMIT")
-    by_name = {row[0]: QueueStats(row[0]) for row in names}
+    by_name = {name: QueueStats(name) for (name,) in names}
     for queue, status, count in counts:
         stats = by_name.setdefault(queue, QueueStats(queue))
         if status == "queued":
@@ -81,16 +85,22 @@ def stats(since: float) -> Callable[[sqlite3.Connection], list[StatRow]]:
     first = math.ceil(since / 60)
 
     def read(conn: sqlite3.Connection) -> list[StatRow]:
-        rows = conn.execute(QUERIES["stats_since"], {"minute": first}).fetchall()
-        return [StatRow(*row) for row in rows]
+        cursor = conn.execute(QUERIES["stats_since"], {"minute": first})
+        codec = _rows.stat_codec("stats_since", cursor)
+        return [codec(row) for row in cursor.fetchall()]
 
     return read
 
 
 def workers(conn: sqlite3.Connection) -> list[WorkerRecord]:
     """Registered workers by id."""
-    rows = conn.execute(QUERIES["list_workers"]).fetchall()
-    return [WorkerRecord(row[0], row[1], row[2], json.loads(row[3])) for row in rows]
+    cursor = conn.execute(QUERIES["list_workers"])
+    at = _rows.positions(cursor)
+    worker, started_at, last_seen, info = at["id"], at["started_at"], at["last_seen"], at["info"]
+    return [
+        WorkerRecord(row[worker], row[started_at], row[last_seen], json.loads(row[info]))
+        for row in cursor.fetchall()
+    ]
 
 
 def register_worker_tx(

@@ -11,23 +11,16 @@ import contextlib
 import sqlite3
 import time
 from collections.abc import Callable
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 from duly.backends._sql import load_migrations, load_queries
 from duly.backends.sqlite._connection import statements
-from duly.records import JobRecord
 
-__all__ = ["QUERIES", "Row", "migrate", "record", "write"]
+__all__ = ["QUERIES", "migrate", "write"]
 
 T = TypeVar("T")
-Row = tuple[Any, ...]
 
 QUERIES: Final = load_queries("duly.backends.sqlite")
-
-
-def record(row: Row) -> JobRecord:
-    """The JobRecord of a row whose first columns are the job's, in JobRecord field order."""
-    return JobRecord(*row[:20])
 
 
 def write(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
