@@ -7,7 +7,9 @@
 -- Hot statements name their index (INDEXED BY): without ANALYZE statistics SQLite may pick
 -- another index, and a plan must never depend on how many rows are not due/running/expired.
 -- Lists of ids are passed as one JSON array parameter and read with json_each(), so a batch is
--- one statement, not N round trips. Job columns are always selected in JobRecord field order.
+-- one statement, not N round trips. Rows are read by column name (_rows.py): a job's columns keep
+-- their JobRecord field names (a computed one is aliased), listed in JobRecord field order (the
+-- codec then reads them as one slice).
 
 -- name: migrations_table
 CREATE TABLE IF NOT EXISTS duly_migrations (
@@ -120,19 +122,21 @@ SET status = iif(take, 'running', 'queued'),
 FROM verdicts
 WHERE jobs.id = verdicts.id
 RETURNING id, task, queue, payload, status, attempts, max_attempts, key, priority,
-          CAST(enqueued_at AS REAL), CAST(scheduled_for AS REAL), CAST(started_at AS REAL),
-          CAST(finished_at AS REAL), result, errors, worker, CAST(lease_until AS REAL), lost,
-          CAST(expire_at AS REAL), CAST(rate_slot AS REAL), position, gate;
+          CAST(enqueued_at AS REAL) AS enqueued_at, CAST(scheduled_for AS REAL) AS scheduled_for,
+          CAST(started_at AS REAL) AS started_at, CAST(finished_at AS REAL) AS finished_at,
+          result, errors, worker, CAST(lease_until AS REAL) AS lease_until, lost,
+          CAST(expire_at AS REAL) AS expire_at, CAST(rate_slot AS REAL) AS rate_slot,
+          position, gate;
 
 -- name: claim_candidates
 -- claim's fast path: the first :limit ready jobs of one queue in claim order (jobs_claim index),
--- in JobRecord field order, then gate and the database's data_version (see wait_for_work), read
+-- their JobRecord columns, gate and the database's data_version (see wait_for_work), read
 -- in the claim's transaction. If none has a gate, the backend starts them with claim_start (the
 -- rule for a job that lost a worker before applied in Python); else it runs claim instead.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
        lease_until, lost, expire_at, rate_slot, gate,
-       (SELECT data_version FROM pragma_data_version)
+       (SELECT data_version FROM pragma_data_version) AS data_version
 FROM jobs INDEXED BY jobs_claim
 WHERE status = 'queued' AND parked = 0 AND queue = :queue
 ORDER BY priority DESC, position, id

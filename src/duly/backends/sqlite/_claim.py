@@ -1,0 +1,161 @@
+"""Consuming: the claim and heartbeat transactions of SqliteBackend."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from duly.backends.sqlite import _rows
+from duly.backends.sqlite._tx import QUERIES
+from duly.records import JobRecord
+
+__all__ = ["claim", "data_version", "heartbeat_tx"]
+
+#: Where claim_start's changes go in a JobRecord's values (see _start).
+_STATUS, _ATTEMPTS, _STARTED_AT, _FINISHED_AT, _WORKER, _LEASE_UNTIL = (
+    _rows.JOB_FIELDS.index(name)
+    for name in ("status", "attempts", "started_at", "finished_at", "worker", "lease_until")
+)
+
+
+def claim(
+    conn: sqlite3.Connection,
+    gated_queues: set[str],
+    worker: str,
+    queues: Sequence[str],
+    limit: int,
+    now: float,
+    lease_until: float,
+) -> tuple[int, list[JobRecord]]:
+    """The claim transaction's body: (data_version, claimed jobs in claim order).
+
+    Plain jobs (no gate) take the fast path: read the candidates (claim_candidates), start
+    them (claim_start) and build their records here. A queue whose candidates include a
+    gated job takes the claim statement, which decides which to start and which to park;
+    it keeps taking it (it stays in ``gated_queues``, the backend's) until that statement
+    takes only plain jobs.
+    """
+    claimed: list[JobRecord] = []
+    version: int | None = None
+    for queue in dict.fromkeys(queues):
+        while len(claimed) < limit:
+            if queue not in gated_queues:
+                cursor = conn.execute(
+                    QUERIES["claim_candidates"],
+                    {"queue": queue, "limit": limit - len(claimed)},
+                )
+                codec = _rows.job_codec("claim_candidates", cursor)
+                rows = cursor.fetchall()
+                if rows and version is None:
+                    version = rows[0][codec.at["data_version"]]
+                gate = codec.at["gate"]
+                if all(row[gate] is None for row in rows):
+                    lead = not claimed
+                    claimed.extend(_start(conn, codec, rows, lead, worker, now, lease_until))
+                    if claimed and claimed[0].lost > 0:
+                        return _version(conn, version), claimed  # alone, see below
+                    break  # nothing parked: this queue gave what it had
+                gated_queues.add(queue)
+            cursor = conn.execute(
+                QUERIES["claim"],
+                {
+                    "queue": queue,
+                    "limit": limit - len(claimed),
+                    "may_lead": not claimed,
+                    "now": now,
+                    "worker": worker,
+                    "lease_until": lease_until,
+                },
+            )
+            codec = _rows.job_codec("claim", cursor)
+            rows = cursor.fetchall()
+            at = codec.at
+            gate, status = at["gate"], at["status"]
+            priority, position, job_id = at["priority"], at["position"], at["id"]
+            if rows and all(row[gate] is None for row in rows):
+                gated_queues.discard(queue)
+            started = [row for row in rows if row[status] == "running"]  # the others parked
+            started.sort(key=lambda row: (-row[priority], row[position], row[job_id]))
+            claimed.extend(codec(row) for row in started)
+            if claimed and claimed[0].lost > 0:
+                # A job that lost a worker before runs alone in its claim.
+                return _version(conn, version), claimed
+            if len(started) == len(rows):
+                break  # nothing parked: this queue gave what it had
+            # Parked jobs left the ready index: look at the ones behind them.
+    return _version(conn, version), claimed
+
+
+def _start(
+    conn: sqlite3.Connection,
+    codec: _rows.Codec[JobRecord],
+    rows: list[tuple[Any, ...]],
+    may_lead: bool,
+    worker: str,
+    now: float,
+    lease_until: float,
+) -> list[JobRecord]:
+    """Start plain candidate ``rows`` (claim order) as the claim statement would: up to the
+    first one that lost a worker before, which is taken only alone, as the first job of the
+    claim (``may_lead``)."""
+    take = rows
+    lost, job_id = codec.at["lost"], codec.at["id"]
+    for i, row in enumerate(rows):
+        if row[lost] > 0:
+            take = rows[:1] if i == 0 and may_lead else rows[:i]
+            break
+    if not take:
+        return []
+    started_at, until = float(now), float(lease_until)
+    conn.execute(
+        QUERIES["claim_start"],
+        {
+            "ids": json.dumps([row[job_id] for row in take]),
+            "now": started_at,
+            "worker": worker,
+            "lease_until": until,
+        },
+    )
+    values, started = codec.values, []
+    for row in take:  # each record as claim_start left its row
+        job = list(values(row))
+        job[_STATUS], job[_ATTEMPTS] = "running", job[_ATTEMPTS] + 1
+        job[_STARTED_AT], job[_FINISHED_AT] = started_at, None
+        job[_WORKER], job[_LEASE_UNTIL] = worker, until
+        started.append(JobRecord(*job))
+    return started
+
+
+def _version(conn: sqlite3.Connection, version: int | None) -> int:
+    """``version`` if a candidate row carried it, else read now."""
+    if version is not None:
+        return version
+    return data_version(conn)
+
+
+def data_version(conn: sqlite3.Connection) -> int:
+    """The database's ``PRAGMA data_version`` (what ``wait_for_work`` compares)."""
+    value: int = conn.execute(QUERIES["data_version"]).fetchone()[0]
+    return value
+
+
+def heartbeat_tx(
+    worker: str, job_ids: Sequence[str], now: float, lease_until: float
+) -> Callable[[sqlite3.Connection], set[str]]:
+    """The heartbeat transaction's body: mark the worker alive, extend its leases; the ids of
+    ``job_ids`` still running under it."""
+    ids = json.dumps(list(job_ids))
+
+    def beat(conn: sqlite3.Connection) -> set[str]:
+        conn.execute(QUERIES["touch_worker"], {"worker": worker, "now": now})
+        if not job_ids:
+            return set()
+        rows = conn.execute(
+            QUERIES["extend_leases"],
+            {"ids": ids, "worker": worker, "lease_until": lease_until},
+        ).fetchall()
+        return {job_id for job_id, cancelling in rows if cancelling is None}
+
+    return beat

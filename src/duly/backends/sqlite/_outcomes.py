@@ -1,0 +1,164 @@
+"""Outcomes: the finish, cancel and retry transactions of SqliteBackend.
+
+Hot statements fetch few rows: each SQLite step releases and retakes the GIL, which costs a
+wait whenever the event loop's thread is busy, so finish reads the jobs it applies to as one
+JSON row and updates each kind of outcome in one statement over a VALUES list.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+from duly.backends.sqlite import _concurrency
+from duly.backends.sqlite._tx import QUERIES
+from duly.records import Outcome
+
+__all__ = ["bump_stats", "cancel_tx", "finish_tx", "retry_tx"]
+
+#: The stats counter (succeeded, failed, retried) each kind of outcome adds to.
+_STATS_KIND: Final = {"succeeded": 0, "again": 0, "failed": 1, "retry": 2}
+
+#: The most rows one batched statement binds: 4 values each at most, so 512 parameters, within
+#: even the 999 that SQLite builds before 3.32 allowed by default.
+_MAX_ROWS: Final = 128
+
+
+def finish_tx(
+    worker: str, outcomes: Sequence[Outcome], now: float
+) -> Callable[[sqlite3.Connection], tuple[list[bool], bool]]:
+    """The finish transaction's body: apply the outcomes of jobs still running under
+    ``worker``; (applied flag per outcome, whether a gate slot unparked a job)."""
+    ids = json.dumps([outcome.job_id for outcome in outcomes])
+    minute = int(now // 60)
+
+    def finish(conn: sqlite3.Connection) -> tuple[list[bool], bool]:
+        [(found,)] = conn.execute(QUERIES["running_under"], {"ids": ids, "worker": worker})
+        running = {job[0]: job for job in json.loads(found)}
+        batches: dict[str, list[tuple[Any, ...]]] = {}
+        counters: dict[tuple[str, str], list[int]] = {}
+        gates: dict[str, int] = {}
+        flags = []
+        for outcome in outcomes:
+            job = running.pop(outcome.job_id, None)  # pop: an id applies once
+            flags.append(job is not None)
+            if job is None:
+                continue
+            _, task, queue, gate, gate_limit, cancelling = job
+            if cancelling is not None:  # its cancel was requested: cancelled, not applied
+                flags[-1], name, row = False, "finish_cancelled", (outcome.job_id, now)
+            else:
+                name, row = _outcome_row(outcome, now)
+                if (column := _STATS_KIND.get(outcome.kind)) is not None:
+                    counters.setdefault((task, queue), [0, 0, 0])[column] += 1
+            batches.setdefault(name, []).append(row)
+            if gate is not None:
+                gates[gate] = max(gates.get(gate, 0), gate_limit)
+        for name, rows in batches.items():
+            _apply(conn, name, rows)
+        bump_stats(conn, minute, counters)
+        unparked = _concurrency.free_gate_slots(conn, gates)
+        return flags, bool(unparked)
+
+    return finish
+
+
+def _outcome_row(outcome: Outcome, now: float) -> tuple[str, tuple[Any, ...]]:
+    """The finish_* statement of ``outcome`` and its row of ``o`` (see queries.sql)."""
+    job_id, kind = outcome.job_id, outcome.kind
+    if kind == "succeeded":
+        return "finish_succeeded", (job_id, now, outcome.result, outcome.expire_at)
+    if kind == "failed":
+        return "finish_failed", (job_id, now, outcome.errors, outcome.expire_at)
+    run_at = now if outcome.run_at is None else outcome.run_at
+    if kind == "retry":
+        return "finish_retry", (job_id, outcome.errors, run_at, outcome.expire_at)
+    if kind == "release":
+        if run_at <= now:
+            return "finish_release_now", (job_id, outcome.rate_slot)
+        return "finish_release_later", (job_id, run_at, outcome.rate_slot)
+    if kind == "again":
+        return "finish_again", (job_id, now, run_at, outcome.result)
+    raise ValueError(f"unknown outcome kind {kind!r}")
+
+
+@functools.cache
+def _batched(name: str, rows: int, width: int) -> str:
+    """Query ``name`` with ``rows`` VALUES rows of ``width`` parameters (see queries.sql)."""
+    values = ", ".join(["(" + ", ".join("?" * width) + ")"] * rows)
+    return QUERIES[name].replace("/* rows */", values)
+
+
+def _apply(conn: sqlite3.Connection, name: str, rows: list[tuple[Any, ...]]) -> None:
+    """Run the batched statement ``name`` over ``rows`` (one statement per _MAX_ROWS)."""
+    width = len(rows[0])
+    for start in range(0, len(rows), _MAX_ROWS):
+        chunk = rows[start : start + _MAX_ROWS]
+        size = 1 << (len(chunk) - 1).bit_length()  # padded to a power of two
+        params = [value for row in chunk for value in row]
+        params.extend([None] * ((size - len(chunk)) * width))
+        conn.execute(_batched(name, size, width), params)
+
+
+def bump_stats(
+    conn: sqlite3.Connection, minute: int, counters: dict[tuple[str, str], list[int]]
+) -> None:
+    """Add ``counters`` ((task, queue) -> [succeeded, failed, retried]) to ``minute``'s
+    buckets, in the caller's transaction."""
+    if counters:
+        conn.executemany(
+            QUERIES["bump_stats"],
+            [
+                {
+                    "minute": minute,
+                    "task": task,
+                    "queue": queue,
+                    "succeeded": counts[0],
+                    "failed": counts[1],
+                    "retried": counts[2],
+                }
+                for (task, queue), counts in counters.items()
+            ],
+        )
+
+
+def cancel_tx(
+    job_id: str, now: float, expire_at: float
+) -> Callable[[sqlite3.Connection], tuple[bool, bool]]:
+    """The cancel transaction's body: cancel an active job (parked or not); (whether it was
+    cancelled, whether its gate slot unparked a job). A gated job frees its slot (or its turn,
+    if queued) for the best parked job of its gate."""
+    params = {"id": job_id, "now": now, "expire_at": expire_at}
+
+    def cancel(conn: sqlite3.Connection) -> tuple[bool, bool]:
+        rows = conn.execute(QUERIES["cancel"], params).fetchall()
+        if not rows:
+            return False, False
+        [(gate, gate_limit, running)] = rows
+        if gate is None or running:  # a running job keeps its slot until its run ends
+            return True, False
+        return True, bool(_concurrency.free_gate_slots(conn, {gate: gate_limit}))
+
+    return cancel
+
+
+def retry_tx(job_id: str, now: float) -> Callable[[sqlite3.Connection], bool]:
+    """The retry transaction's body: re-queue a failed or cancelled job with fresh attempts;
+    it takes its unique key again, or stays as it is (False) if another active job holds
+    that key."""
+
+    def retry(conn: sqlite3.Connection) -> bool:
+        row = conn.execute(QUERIES["retry_candidate"], {"id": job_id}).fetchone()
+        if row is None:
+            return False
+        unique_key = row[0]  # the key it takes again, if any
+        holder = None if unique_key is None else _concurrency.unique_holder(conn, unique_key, now)
+        if holder is not None:  # another active job holds the key
+            return False
+        params = {"id": job_id, "now": now, "unique_key": unique_key}
+        return conn.execute(QUERIES["retry"], params).rowcount > 0
+
+    return retry
