@@ -98,6 +98,35 @@ class TaskConfig:
         """Runs allowed: the first plus ``retries``."""
         return self.retries + 1
 
+    def new_job(
+        self,
+        payload: bytes,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        now: float,
+        *,
+        scheduled_for: float,
+        id: str | None = None,
+        queue: str | None = None,
+        key: str | None = None,
+        priority: int | None = None,
+    ) -> NewJob:
+        """The one place a job of this task is built: the task's defaults under the call's
+        options, and the concurrency fields (unique key, gate) rendered from its arguments."""
+        fields = {} if self.limits is None else self.limits.job_fields(args, kwargs, now)
+        return NewJob(
+            id=id or new_id(),
+            task=self.name,
+            queue=queue or self.queue,
+            payload=payload,
+            max_attempts=self.max_attempts,
+            key=fields.pop("key", key),
+            priority=self.priority if priority is None else priority,
+            enqueued_at=now,
+            scheduled_for=scheduled_for,
+            **fields,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class EnqueueOptions:
@@ -159,19 +188,15 @@ class Signature:
             scheduled_for = now + opts.delay
         else:
             scheduled_for = now
-        limits = config.limits
-        fields = {} if limits is None else limits.job_fields(self.args, self.kwargs, now)
-        return NewJob(
-            id=new_id(),
-            task=config.name,
-            queue=opts.queue or config.queue,
-            payload=payload,
-            max_attempts=config.max_attempts,
-            key=fields.pop("key", opts.key),
-            priority=config.priority if opts.priority is None else opts.priority,
-            enqueued_at=now,
+        return config.new_job(
+            payload,
+            self.args,
+            self.kwargs,
+            now,
             scheduled_for=scheduled_for,
-            **fields,
+            queue=opts.queue,
+            key=opts.key,
+            priority=opts.priority,
         )
 
 

@@ -177,19 +177,15 @@ class Scheduler:
                 await asyncio.wait_for(stop.wait(), delay)
 
     def _job(self, schedule: Schedule, tick: float, now: float) -> NewJob:
-        task = self.app.tasks[schedule.task]
-        limits = task.config.limits  # mutex= etc. apply to tick jobs as to enqueued ones
-        return NewJob(
-            id=tick_job_id(schedule.task, tick),
-            task=schedule.task,
-            queue=task.config.queue,
-            payload=_EMPTY_CALL,
-            max_attempts=task.config.max_attempts,
-            key=schedule.key,
-            priority=task.config.priority,
-            enqueued_at=now,
+        config = self.app.tasks[schedule.task].config  # mutex= etc. apply to tick jobs too
+        return config.new_job(
+            _EMPTY_CALL,
+            (),
+            {},
+            now,
             scheduled_for=tick,
-            **({} if limits is None else limits.job_fields((), {}, now)),
+            id=tick_job_id(schedule.task, tick),
+            key=schedule.key,
         )
 
 
