@@ -41,6 +41,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from duly.backends.base import Backend
+from duly.backends.postgres import _rows
 from duly.backends.postgres._enqueue import Enqueuing
 from duly.errors import BackendUnavailable
 from duly.limits import gcra_slots
@@ -115,19 +116,14 @@ class PostgresBackend(Enqueuing):
                     }
                     cur = await conn.execute(self._q["claim"], params)
                     rows = await cur.fetchall()
-                    # RETURNING has no order: restore it (queue, priority, position, id).
-                    run = sorted(
-                        (r for r in rows if r[0]), key=lambda r: (r[1], -r[13], r[2], r[5])
-                    )
-                    claimed = [JobRecord(*row[5:]) for row in run]
+                    claimed, full, gated = _rows.CLAIM(cur).read(rows)
                     taken.extend(claimed)
-                    full = {row[3]: row[4] for row in rows if not row[0]}
                     if full:
                         await conn.execute(
                             self._q["gate_park"],
                             {"gates": list(full), "limits": list(full.values())},
                         )
-                    if not any(row[3] is not None for row in rows):
+                    if not gated:
                         break  # no gated job met: nothing left behind one
                     if any(record.lost for record in claimed):
                         break  # a job that lost a worker runs alone
@@ -251,8 +247,7 @@ class PostgresBackend(Enqueuing):
         await self._one("unregister_worker", {"worker": worker}, retry=True)
 
     async def workers(self) -> list[WorkerRecord]:
-        rows = await self._all("workers")
-        return [WorkerRecord(r[0], r[1], r[2], dict(r[3])) for r in rows]
+        return await self._all("workers", rows=_rows.WORKERS)
 
     # -- operator actions --------------------------------------------------------------------
     async def cancel(self, job_id: str, now: float, expire_at: float) -> bool:
@@ -323,8 +318,8 @@ class PostgresBackend(Enqueuing):
 
     # -- introspection -----------------------------------------------------------------------
     async def get_job(self, job_id: str) -> JobRecord | None:
-        row = await self._one("get_job", {"id": job_id}, retry=True)
-        return None if row is None else JobRecord(*row)
+        found = await self._all("get_job", {"id": job_id}, rows=_rows.GET_JOB)
+        return found[0] if found else None
 
     async def list_jobs(self, where: JobFilter, limit: int) -> list[JobRecord]:
         params: dict[str, object] = {
@@ -334,17 +329,16 @@ class PostgresBackend(Enqueuing):
             "queue": where.queue,
             "limit": max(int(limit), 0),
         }
-        rows = await self._all("list_jobs" if where.key is None else "list_jobs_by_key", params)
-        return [JobRecord(*row) for row in rows]
+        if where.key is None:
+            return await self._all("list_jobs", params, rows=_rows.LIST_JOBS)
+        return await self._all("list_jobs_by_key", params, rows=_rows.LIST_JOBS_BY_KEY)
 
     async def queue_stats(self) -> list[QueueStats]:
-        rows = await self._all("queue_stats")
-        return [QueueStats(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows]
+        return await self._all("queue_stats", rows=_rows.QUEUE_STATS)
 
     async def stats(self, since: float) -> list[StatRow]:
         first_minute = math.ceil(since / 60)
-        rows = await self._all("stats", {"first_minute": first_minute})
-        return [StatRow(int(r[0]), r[1], r[2], int(r[3]), int(r[4]), int(r[5])) for r in rows]
+        return await self._all("stats", {"first_minute": first_minute}, rows=_rows.STATS)
 
 
 if TYPE_CHECKING:

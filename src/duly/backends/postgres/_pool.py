@@ -21,11 +21,13 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from duly.backends.postgres._listen import Listener
 from duly.backends.postgres._queries import Queries
+from duly.backends.postgres._rows import Rows
 from duly.errors import BackendUnavailable, ConfigurationError
 
 __all__ = ["Connections"]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: Seconds to wait for a connection (connect, or a free one from the pool) before giving up.
 _CONNECT_TIMEOUT: Final = 5.0
@@ -203,14 +205,15 @@ class Connections:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _all(
-        self, name: str, params: dict[str, object] | None = None
-    ) -> list[tuple[Any, ...]]:
-        """Run one named read-only statement and return every row (retried once, see _one)."""
+        self, name: str, params: dict[str, object] | None = None, *, rows: Rows[R]
+    ) -> list[R]:
+        """Run one named read-only statement and return every row, as ``rows`` (the query's
+        own codec, see ``_rows``) makes it (retried once, see _one)."""
         for attempt in (1, 2):
             try:
                 async with self._conn() as conn:
-                    cur = await conn.execute(self._q[name], params)
-                    return await cur.fetchall()
+                    cur = conn.cursor(row_factory=rows)
+                    return await (await cur.execute(self._q[name], params)).fetchall()
             except BackendUnavailable as exc:
                 if attempt == 2 or not _dead_connection(exc):
                     raise
