@@ -3,7 +3,9 @@
 -- Substitution: before use, PostgresBackend replaces exactly two tokens in every query, once,
 -- when the backend is built:
 --   {schema}   the schema name quoted by psycopg.sql.Identifier (never raw user text);
---   {columns}  the JobRecord columns, in JobRecord field order, of the table aliased `j`.
+--   {columns}  the JobRecord columns of the table aliased `j`.
+-- Rows become records by column NAME (duly.backends.postgres._rows): a query returning records
+-- names every column after its field, in any order.
 -- Everything else is plain SQL with psycopg named parameters `%(name)s`, or `%(name)b` to send
 -- a parameter in binary format (the enqueue arrays: 3-4x cheaper to parse than array literals);
 -- a literal percent sign would be written `%%`. Queries are schema-qualified instead of relying on search_path so the
@@ -729,7 +731,10 @@ WITH counts AS (
     WHERE j.status IN ('scheduled', 'queued', 'running', 'retrying')
     GROUP BY j.queue
 )
-SELECT q.name, coalesce(c.queued, 0), coalesce(c.scheduled, 0), coalesce(c.running, 0)
+SELECT q.name,
+       coalesce(c.queued, 0) AS queued,
+       coalesce(c.scheduled, 0) AS scheduled,
+       coalesce(c.running, 0) AS running
 FROM {schema}.queues q
 LEFT JOIN counts c ON c.queue = q.name
 ORDER BY q.name;

@@ -1,0 +1,252 @@
+"""Connections of the PostgreSQL backend: the pool, outages as BackendUnavailable, retries.
+
+Every connection is in autocommit (each statement is its own transaction); ``_transaction``
+opens one only for work of several statements. A pooled connection the server cut since it
+was opened (restart, ``pg_terminate_backend``, a proxy) is dropped and replaced at once, and an
+idempotent statement that met one is sent again on a fresh connection (``retry``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final, TypeVar
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+
+from duly.backends.postgres._listen import Listener
+from duly.backends.postgres._queries import Queries
+from duly.backends.postgres._rows import Rows
+from duly.errors import BackendUnavailable, ConfigurationError
+
+__all__ = ["Connections"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: Seconds to wait for a connection (connect, or a free one from the pool) before giving up.
+_CONNECT_TIMEOUT: Final = 5.0
+#: Connection failures: the server is down, restarting, or unreachable. Deadlocks and
+#: cancelled statements are OperationalErrors too, but they are bugs, not outages.
+_NOT_OUTAGES: Final = (psycopg.errors.TransactionRollback, psycopg.errors.QueryCanceled)
+#: How many times a transaction of several statements is run again after a deadlock. Locks are
+#: taken in one order everywhere (jobs, then stats, then gates by key), so this is a safety net.
+_DEADLOCK_RETRIES: Final = 3
+
+
+def _dead_connection(exc: BaseException) -> bool:
+    """True when ``exc`` came from a connection that broke (not from waiting for one)."""
+    cause = exc.__cause__
+    return isinstance(cause, psycopg.OperationalError) and not isinstance(cause, PoolTimeout)
+
+
+async def _live_connection(
+    pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]],
+) -> psycopg.AsyncConnection[Any]:
+    """A pooled connection that answers. One cut by the server (restart,
+    pg_terminate_backend, a proxy) is given back (the pool discards it) and the next one
+    is taken at once."""
+    deadline = time.monotonic() + _CONNECT_TIMEOUT
+    while True:
+        conn = await pool.getconn(max(deadline - time.monotonic(), 0.01))
+        try:
+            await conn.execute("")  # what AsyncConnectionPool.check_connection does
+        except psycopg.OperationalError:
+            await pool.putconn(conn)
+            if time.monotonic() >= deadline:
+                raise
+            continue
+        return conn
+
+
+class Connections:
+    """The server, the schema's bound queries, the pools and the LISTEN connection; the base
+    of ``PostgresBackend``.
+
+    ``open()`` runs ``_before_open`` once, before the pool opens (the backend migrates or
+    checks its schema there).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        schema: str = "duly",
+        *,
+        auto_migrate: bool = True,
+        max_connections: int = 10,
+    ) -> None:
+        try:
+            info = conninfo_to_dict(url)
+        except psycopg.ProgrammingError as exc:
+            raise ConfigurationError(f"invalid PostgreSQL URL: {exc}") from None
+        if not schema or len(schema.encode()) > 58:
+            raise ConfigurationError(f"invalid PostgreSQL schema name {schema!r}")
+        self.url = url
+        self.schema = schema
+        self.auto_migrate = auto_migrate
+        self.channel = f"duly_{schema}"
+        self._sync: ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._sync_lock = threading.Lock()
+        host = info.get("host") or info.get("hostaddr") or "localhost"
+        self._where = f"{host}:{info.get('port') or 5432}/{info.get('dbname') or '?'}"
+        self._max_connections = max_connections
+        # Connection options: autocommit (each statement is its own transaction), a bounded
+        # connect time, and a name that shows in pg_stat_activity unless the URL sets one.
+        self._options: dict[str, Any] = {
+            "autocommit": True,
+            "connect_timeout": int(_CONNECT_TIMEOUT),
+        }
+        if "application_name" not in info:
+            self._options["application_name"] = f"duly/{schema}"
+        self._q = Queries(schema)
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
+        self._open_lock: asyncio.Lock | None = None
+        self._listen = Listener(self._connect, self.channel)
+
+    def _unavailable(self, exc: BaseException) -> BackendUnavailable:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return BackendUnavailable(f"PostgreSQL at {self._where} is unavailable: {detail}")
+
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        """A new connection outside the pool (migrations, LISTEN, drop)."""
+        try:
+            return await psycopg.AsyncConnection.connect(self.url, **self._options)
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from exc
+
+    def _pool_settings(self, name: str) -> dict[str, Any]:
+        """What both pools (async for the protocol, sync for blocking enqueue) are built with.
+
+        No ``check=``: after a failed check psycopg_pool waits 1 s, 2 s, ... before the next
+        attempt, so under repeated cuts no connection survives the wait. ``_conn`` checks each
+        connection it hands out and retries at once instead.
+        """
+        return {
+            "min_size": 1,
+            "max_size": self._max_connections,
+            "open": False,
+            "kwargs": self._options,
+            "timeout": _CONNECT_TIMEOUT,
+            "name": name,
+        }
+
+    async def _before_open(self) -> None:
+        """Run once before the pool opens (the backend migrates or checks its schema here)."""
+
+    async def open(self) -> None:
+        """Open the pool (once; concurrent callers wait for the first) after ``_before_open``."""
+        if self._pool is not None:
+            return
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        async with self._open_lock:
+            if self._pool is not None:
+                return
+            await self._before_open()
+            pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
+                self.url, **self._pool_settings(f"duly-{self.schema}")
+            )
+            try:
+                await pool.open(wait=True, timeout=_CONNECT_TIMEOUT)
+            except (PoolTimeout, psycopg.OperationalError) as exc:
+                await pool.close()
+                raise self._unavailable(exc) from exc
+            self._pool = pool
+
+    async def close(self) -> None:
+        """Close the LISTEN connection and the pool (``open`` or any call opens them again)."""
+        await self._listen.stop()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    @contextlib.asynccontextmanager
+    async def _conn(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A pooled autocommit connection; outages become BackendUnavailable."""
+        if self._pool is None:
+            await self.open()
+        assert self._pool is not None
+        pool = self._pool
+        try:
+            conn = await _live_connection(pool)
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise self._unavailable(exc) from exc
+        try:
+            yield conn
+        except _NOT_OUTAGES:
+            raise
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from exc
+        finally:
+            await pool.putconn(conn)
+
+    async def _one(
+        self, name: str, params: dict[str, object] | None = None, *, retry: bool = False
+    ) -> tuple[Any, ...] | None:
+        """Run one named statement and return its first row (or None).
+
+        With ``retry``, a statement that met a dead pooled connection (the server restarted
+        since it was opened) is sent once more on a fresh one. Only idempotent statements ask
+        for it: re-running them after an unknown outcome changes nothing.
+        """
+        for attempt in (1, 2):
+            try:
+                async with self._conn() as conn:
+                    cur = await conn.execute(self._q[name], params)
+                    return await cur.fetchone() if cur.description else None
+            except BackendUnavailable as exc:
+                if not retry or attempt == 2 or not _dead_connection(exc):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _all(
+        self, name: str, params: dict[str, object] | None = None, *, rows: Rows[R]
+    ) -> list[R]:
+        """Run one named read-only statement and return every row, as ``rows`` (the query's
+        own codec, see ``_rows``) makes it (retried once, see _one)."""
+        for attempt in (1, 2):
+            try:
+                async with self._conn() as conn:
+                    cur = conn.cursor(row_factory=rows)
+                    return await (await cur.execute(self._q[name], params)).fetchall()
+            except BackendUnavailable as exc:
+                if attempt == 2 or not _dead_connection(exc):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _transaction(
+        self,
+        work: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]],
+        *,
+        retry: bool = False,
+        atomic: bool = True,
+    ) -> T:
+        """Run ``work`` (several statements) in one transaction on a pooled connection, or in
+        autocommit when it is one statement (``atomic=False``: no BEGIN/COMMIT round trips).
+
+        After a deadlock the whole transaction runs again (a safety net: see
+        ``_DEADLOCK_RETRIES``). With ``retry``, as in ``_one``, once more on a fresh connection
+        after a dead one (idempotent work only).
+        """
+        deadlocks = 0
+        resent = not retry
+        while True:
+            try:
+                async with self._conn() as conn:
+                    if not atomic:
+                        return await work(conn)
+                    async with conn.transaction():
+                        return await work(conn)
+            except psycopg.errors.DeadlockDetected:
+                deadlocks += 1
+                if deadlocks > _DEADLOCK_RETRIES:
+                    raise
+            except BackendUnavailable as exc:
+                if resent or not _dead_connection(exc):
+                    raise
+                resent = True
