@@ -1,14 +1,15 @@
-"""Redis replies turned into records (the job hash's one-letter fields, see ``keys.py``).
+"""Redis replies turned into records: every job field is read by its name (the job hash's
+one-letter fields, see ``keys.py``), never by its place in a reply.
 
 A job hash arrives as a mapping (``HGETALL``) or flat (``list_jobs.lua``); claim.lua answers a
-row of values by position.
+row of values in its order, named once by ``ClaimRow``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from duly.backends.redis.scripts import RawHash
 from duly.records import (
@@ -21,6 +22,7 @@ from duly.records import (
 )
 
 __all__ = [
+    "ClaimRow",
     "claimed",
     "float_or_none",
     "queue_stats",
@@ -71,27 +73,50 @@ def record(job_id: str, flat: RawHash | dict[bytes, bytes]) -> JobRecord:
     )
 
 
+class ClaimRow(NamedTuple):
+    """One claimed job's fields as claim.lua returns them: in its order (see its header, which
+    names them by hash field, given here after each name), None when absent. The decoder reads
+    them by name; the caller already knows s, b, w and l, and that f is gone."""
+
+    task: bytes  # t
+    queue: bytes  # q
+    payload: bytes | None  # p
+    attempts: int  # a, after the claim
+    max_attempts: bytes  # m
+    key: bytes | None  # k
+    priority: bytes | None  # r
+    enqueued_at: bytes  # e
+    scheduled_for: bytes | None  # d
+    result: bytes | None  # o
+    errors: bytes | None  # x
+    lost: bytes | None  # n
+    expire_at: bytes | None  # z
+    rate_slot: bytes | None  # y
+
+
 def claimed(
-    job_id: bytes, row: list[Any], worker: str, now: float, lease_until: float
+    job_id: bytes, row: Sequence[Any], worker: str, now: float, lease_until: float
 ) -> JobRecord:
-    """A claimed job's record from its claim.lua row (fields by position, see claim.lua)."""
-    task, queue, payload, attempts, max_attempts, key, priority, enqueued_at = row[:8]
-    scheduled_for, result, errors, lost, expire_at, rate_slot = row[8:]
+    """A claimed job's record from its claim.lua row (see ``ClaimRow``) and what the claimer
+    knows: it runs, on ``worker``, since ``now``, until ``lease_until``."""
+    r = ClaimRow._make(row)  # a row of another length fails here
+    key, priority, scheduled_for = r.key, r.priority, r.scheduled_for
+    lost, expire_at, rate_slot = r.lost, r.expire_at, r.rate_slot
     return JobRecord(
         id=job_id.decode(),
-        task=task.decode(),
-        queue=queue.decode(),
-        payload=payload or b"",
+        task=r.task.decode(),
+        queue=r.queue.decode(),
+        payload=r.payload or b"",
         status="running",
-        attempts=attempts,
-        max_attempts=int(max_attempts),
+        attempts=r.attempts,
+        max_attempts=int(r.max_attempts),
         key=None if key is None else key.decode(),
         priority=0 if priority is None else int(priority),
-        enqueued_at=float(enqueued_at),
+        enqueued_at=float(r.enqueued_at),
         scheduled_for=None if scheduled_for is None else float(scheduled_for),
         started_at=now,
-        result=result,
-        errors=errors,
+        result=r.result,
+        errors=r.errors,
         worker=worker,
         lease_until=lease_until,
         lost=0 if lost is None else int(lost),

@@ -269,7 +269,7 @@ class Scripts:
         now: float,
         lease_until: float,
     ) -> list[tuple[bytes, list[Any]]]:
-        """Per claimed job: its id and its fields by position (see claim.lua)."""
+        """Per claimed job: its id and its row, in claim.lua's order (``codec.ClaimRow``)."""
         k = self.keys
         reply = await self._call(
             self.claim_script,
