@@ -20,8 +20,9 @@ import pytest
 import redis
 
 from duly.backends.redis import RedisBackend
+from duly.backends.redis.connection import AutoPipeline
 from duly.backends.redis.keys import Keyspace
-from duly.backends.redis.scripts import ENQUEUE_CHUNK, AutoPipeline
+from duly.backends.redis.scripts import ENQUEUE_CHUNK
 from duly.errors import BackendUnavailable
 from duly.ids import new_id
 from duly.records import JobFilter, NewJob, Outcome
@@ -249,16 +250,16 @@ def test_blocking_enqueue_uses_one_connection_per_thread_and_per_process(redis_u
             t.join()
         every = [i for o in found for i in o]
         assert len(every) == len(set(every)) == 6 * 60
-        assert len(b._sync_connections) <= 6 + 1  # ended threads' connections are garbage
+        assert len(b._blocking.connections) <= 6 + 1  # ended threads' connections are garbage
 
         b.enqueue_blocking([job()])  # this thread's connection, then a fork inherits it
-        inherited = b._blocking_connection()
+        inherited = b._blocking.connection()
         pid = os.fork()
         if pid == 0:  # the child must not talk over the parent's socket
             code = 1
             try:
                 [r] = b.enqueue_blocking([child := job(task="t.child")])
-                own = b._blocking_connection()
+                own = b._blocking.connection()
                 code = 0 if r.id == child.id and own is not inherited else 1
             finally:
                 os._exit(code)
@@ -269,7 +270,7 @@ def test_blocking_enqueue_uses_one_connection_per_thread_and_per_process(redis_u
         assert [r.task for r in await b.list_jobs(JobFilter(task="t.child"), 5)] == ["t.child"]
 
         b.close_blocking()
-        assert len(b._sync_connections) == 0
+        assert len(b._blocking.connections) == 0
         [after] = b.enqueue_blocking([job()])  # reconnects
         assert not after.deduplicated
 

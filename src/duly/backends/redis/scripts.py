@@ -7,7 +7,7 @@ script cache) loads the script again and repeats the call, which is safe because
 call did nothing.
 
 The wrappers take plain values and return what Redis answered, barely shaped; turning hashes
-into records is the backend's job.
+and rows into records is ``codec.py``'s job.
 """
 
 from __future__ import annotations
@@ -16,17 +16,18 @@ import asyncio
 import functools
 import hashlib
 import re
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from importlib import resources
 from typing import Any, Final
 
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError, ResponseError
 
+from duly.backends.redis.connection import AutoPipeline
 from duly.backends.redis.keys import Keyspace
 from duly.records import NewJob, Outcome, RateRequest
 
-__all__ = ["ENQUEUE_CHUNK", "AutoPipeline", "Script", "Scripts"]
+__all__ = ["ENQUEUE_CHUNK", "Script", "Scripts"]
 
 #: Jobs per enqueue script call; a bigger batch is sent as several calls in one pipeline.
 ENQUEUE_CHUNK: Final = 500
@@ -99,104 +100,8 @@ class Script:
             return await client.evalsha(self.sha, len(keys), *keys, *args)
 
 
-async def _reply(pending: Awaitable[Any]) -> Any:
-    """A reply read from a connection, an error reply returned rather than raised."""
-    try:
-        return await pending
-    except ResponseError as error:  # read on: the next replies are in the socket
-        return error
-
-
 def _opt(value: float | None) -> Value:
     return "" if value is None else value
-
-
-class AutoPipeline:
-    """Script calls made in the same event-loop turn travel to Redis together: one write, one
-    round trip (as ioredis's and Lettuce's auto-pipelining). A worker's finish and claim wake
-    together when jobs end, so each such pair costs one round trip instead of two; each
-    call still runs as its own script, atomically, in the order made.
-
-    The first call of a turn schedules a flush task; calls made before it runs join it. A
-    connection error fails every call of the flush (after the client's retries: a repeated
-    call is safe, as for any retried call); an error reply fails its own call only.
-    """
-
-    def __init__(self) -> None:
-        self._pending: list[tuple[Script, Sequence[str], Sequence[Value], asyncio.Future[Any]]]
-        self._pending = []
-        self._flushes: set[asyncio.Task[None]] = set()
-
-    def call(
-        self, client: Redis, script: Script, keys: Sequence[str], args: Sequence[Value]
-    ) -> asyncio.Future[Any]:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        if not self._pending:
-            flush = loop.create_task(self._flush(client))
-            self._flushes.add(flush)
-            flush.add_done_callback(self._flushes.discard)
-        self._pending.append((script, keys, args, future))
-        return future
-
-    async def _flush(self, client: Redis) -> None:
-        # A call whose caller was cancelled before this turn is not sent at all.
-        batch = [call for call in self._pending if not call[3].cancelled()]
-        self._pending = []
-        if not batch:
-            return
-        try:
-            replies = await self._send(client, batch)
-        except BaseException as error:
-            for *_, future in batch:
-                if future.done():
-                    continue
-                if isinstance(error, Exception):
-                    future.set_exception(error)
-                else:
-                    future.cancel()
-            if not isinstance(error, Exception):
-                raise
-            return
-        for (script, keys, args, future), reply in zip(batch, replies, strict=True):
-            if future.done():
-                continue  # its caller is gone (cancelled)
-            if isinstance(reply, NoScriptError):
-                try:
-                    reply = await script(client, keys, args)  # loads, then runs
-                except Exception as error:
-                    reply = error
-            if isinstance(reply, Exception):
-                future.set_exception(reply)
-            else:
-                future.set_result(reply)
-
-    @staticmethod
-    async def _send(
-        client: Redis,
-        batch: list[tuple[Script, Sequence[str], Sequence[Value], asyncio.Future[Any]]],
-    ) -> list[Any]:
-        pool: Any = client.connection_pool  # redis-py leaves pools and connections untyped
-        conn = await pool.get_connection()
-        commands = [
-            ("EVALSHA", script.sha, len(keys), *keys, *args) for script, keys, args, _ in batch
-        ]
-
-        async def send_all() -> list[Any]:
-            await conn.send_packed_command(conn.pack_commands(commands))
-            return [await _reply(conn.read_response()) for _ in commands]
-
-        async def disconnect(_error: Exception) -> None:
-            await conn.disconnect()
-
-        try:
-            replies: list[Any] = await conn.retry.call_with_retry(send_all, disconnect)
-            return replies
-        except BaseException:
-            await conn.disconnect()
-            raise
-        finally:
-            await pool.release(conn)
 
 
 class Scripts:
@@ -364,7 +269,7 @@ class Scripts:
         now: float,
         lease_until: float,
     ) -> list[tuple[bytes, list[Any]]]:
-        """Per claimed job: its id and its fields by position (see claim.lua)."""
+        """Per claimed job: its id and its row, in claim.lua's order (``codec.ClaimRow``)."""
         k = self.keys
         reply = await self._call(
             self.claim_script,
