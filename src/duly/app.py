@@ -13,12 +13,21 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack, cast, overload
 
 from duly.backends import DEFAULT_URL, Backend, backend_from_url
+from duly.backends.base import TransactionalBackend
 from duly.clock import Clock, SystemClock
 from duly.errors import ConfigurationError
 from duly.hooks import Hook, Hooks, settle
 from duly.job import Job, JobInfo
 from duly.portal import Portal
-from duly.records import STATUSES, JobFilter, NewJob, QueueStats, StatRow, WorkerRecord
+from duly.records import (
+    STATS_RETENTION,
+    STATUSES,
+    JobFilter,
+    NewJob,
+    QueueStats,
+    StatRow,
+    WorkerRecord,
+)
 from duly.registry import Registry, TaskSettings, WatchTaskSettings
 from duly.scheduler.periodic import CatchUp, Schedule
 from duly.task import Signature, Task, build_all, seconds
@@ -134,25 +143,44 @@ class _WatchDecorator:
 class App:
     """A duly application: tasks plus the backend they are stored in.
 
-    ``url`` defaults to ``$DULY_URL``, then ``sqlite:///duly.db``. ``namespace`` separates
-    several apps on one Redis (key prefix) or PostgreSQL (schema).
+    ``url`` defaults to ``$DULY_URL``, then ``sqlite:///duly.db``; or give ``backend=`` one you
+    built (``duly.backends.backend_from_url`` or a backend class; the App opens one clone of it
+    per event loop). ``namespace`` separates several apps on one Redis (key prefix) or
+    PostgreSQL (schema). ``retention`` / ``failed_retention``: how long succeeded / failed jobs
+    are kept (a task may set its own); ``stats_retention``: how long per-minute counters, and
+    the records of workers that vanished, are kept; ``max_lost``: lost runs before a job is
+    quarantined; ``clock``: the time source (a ``ManualClock`` in tests).
     """
 
     def __init__(
         self,
         url: str | None = None,
         *,
+        backend: Backend | None = None,
         namespace: str = "duly",
         retention: float | timedelta = DEFAULT_RETENTION,
         failed_retention: float | timedelta = DEFAULT_FAILED_RETENTION,
+        stats_retention: float | timedelta = STATS_RETENTION,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         max_lost: int = 3,
         clock: Clock | None = None,
     ) -> None:
-        self.url = url or os.environ.get("DULY_URL") or DEFAULT_URL
-        self.namespace = namespace
+        if backend is None:
+            # Validate the URL now: a typo should fail at start-up, not at the first enqueue.
+            backend = backend_from_url(url or os.environ.get("DULY_URL") or DEFAULT_URL, namespace)
+        elif url is not None:
+            raise ConfigurationError("give App a url or a backend, not both")
+        elif not isinstance(backend, Backend):
+            raise TypeError(f"backend= takes a duly backend (see duly.backends), got {backend!r}")
+        #: Makes the backend of each event loop (``clone()``) and serves blocking enqueues.
+        self._template: Backend = backend
+        self.url = backend.url
+        self.namespace = backend.namespace
         self.retention = seconds(retention, "retention")
         self.failed_retention = seconds(failed_retention, "failed_retention")
+        self.stats_retention = seconds(stats_retention, "stats_retention")
+        if self.stats_retention < 60:
+            raise ValueError("stats_retention must be at least a minute")
         if max_payload_bytes <= 0:
             raise ValueError("max_payload_bytes must be > 0")
         self.max_payload_bytes = max_payload_bytes
@@ -167,8 +195,6 @@ class App:
         self.schedules = self.registry.schedules
         #: Hooks called on job events (``add_hook``); ``on_failure`` callbacks are hooks.
         self.hooks = Hooks()
-        # Validate the URL now: a typo should fail at start-up, not at the first enqueue.
-        self._template = backend_from_url(self.url, namespace)
         self._portal = Portal(at_exit=self.close)  # a script may forget close()
         self._backends: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBackend] = (
             weakref.WeakKeyDictionary()
@@ -300,7 +326,7 @@ class App:
         loop = asyncio.get_running_loop()
         entry = self._backends.get(loop)
         if entry is None:
-            entry = _LoopBackend(backend_from_url(self.url, self.namespace))
+            entry = _LoopBackend(self._template.clone())
             self._backends[loop] = entry
         if not entry.ready:
             async with entry.lock:
@@ -336,16 +362,21 @@ class App:
     async def _enqueue_one_async(self, sig: Signature) -> Job:
         return (await self.enqueue_many_async([sig]))[0]
 
-    def _connection_of(self, signatures: Sequence[Signature]) -> Any:
+    def _transactional(
+        self, signatures: Sequence[Signature]
+    ) -> tuple[TransactionalBackend, Any] | None:
+        """The backend and the caller's connection of a transactional enqueue, or None."""
         connections = {id(s.options.connection): s.options.connection for s in signatures}
         if len(connections) > 1:
             raise ValueError("enqueue_many: all signatures must share one connection= (or none)")
         connection = next(iter(connections.values()), None)
-        if connection is not None and not hasattr(self._template, "enqueue_on"):
+        if connection is None:
+            return None
+        if not isinstance(self._template, TransactionalBackend):
             raise ConfigurationError(
                 "connection= (transactional enqueue) needs the PostgreSQL backend"
             )
-        return connection
+        return self._template, connection
 
     def _jobs(self, built: list[NewJob], results: Sequence[Any]) -> list[Job]:
         return [Job(self, r.id, r.deduplicated) for r in results]
@@ -359,11 +390,12 @@ class App:
         if not sigs:
             return []
         built = build_all(sigs, self.clock.now())
-        connection = self._connection_of(sigs)
-        if connection is not None:
+        transactional = self._transactional(sigs)
+        if transactional is not None:
+            backend, connection = transactional
             if hasattr(connection, "__aenter__"):
                 raise TypeError("an async connection needs enqueue_async / enqueue_many_async")
-            results = self._template.enqueue_on(connection, built)  # type: ignore[attr-defined]
+            results = backend.enqueue_on(connection, built)
         else:
             results = self._template.enqueue_blocking(built)
         if self.hooks.watching("enqueued"):
@@ -378,10 +410,10 @@ class App:
         if not sigs:
             return []
         built = build_all(sigs, self.clock.now())
-        connection = self._connection_of(sigs)
-        if connection is not None:
-            backend = self._template
-            results = await backend.enqueue_on_async(connection, built)  # type: ignore[attr-defined]
+        transactional = self._transactional(sigs)
+        if transactional is not None:
+            backend, connection = transactional
+            results = await backend.enqueue_on_async(connection, built)
         else:
             results = await self._enqueue_built(built)
         if self.hooks.watching("enqueued"):
@@ -469,8 +501,12 @@ class App:
 
     async def stats_async(self, minutes: int = 60) -> list[StatRow]:
         """Async twin of ``stats``."""
-        if not 1 <= minutes <= 1440:
-            raise ValueError("minutes must be from 1 to 1440 (24 h of counters are kept)")
+        kept = int(self.stats_retention // 60)
+        if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= kept:
+            raise ValueError(
+                f"minutes must be an int from 1 to {kept} (counters are kept "
+                f"{self.stats_retention:g}s: App(stats_retention=))"
+            )
         since = (int(self.clock.now() // 60) - minutes + 1) * 60
         return await (await self.backend()).stats(since)
 
@@ -495,10 +531,9 @@ class App:
         return self._sync(self._migrate())
 
     async def _migrate(self) -> list[int]:
-        backend = backend_from_url(self.url, self.namespace)
-        migrate = getattr(backend, "migrate", None)
+        backend = self._template.clone()
         try:
-            return list(await migrate()) if migrate is not None else []
+            return await backend.migrate()
         finally:
             await backend.close()
 

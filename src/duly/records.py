@@ -13,6 +13,7 @@ from typing import Final, Literal
 __all__ = [
     "ACTIVE_STATUSES",
     "FINISHED_STATUSES",
+    "STATS_RETENTION",
     "STATUSES",
     "EnqueueResult",
     "JobFilter",
@@ -48,6 +49,10 @@ FINISHED_STATUSES: Final[frozenset[str]] = frozenset({"succeeded", "failed", "ca
 
 OutcomeKind = Literal["succeeded", "failed", "retry", "release", "again"]
 UniqueUntil = Literal["start", "finish"]
+
+#: How long per-minute counters and the records of workers that vanished are kept by default
+#: (``App(stats_retention=)``; ``Backend.purge``'s ``keep``), in seconds.
+STATS_RETENTION: Final = 86_400.0
 
 
 @dataclass(slots=True)

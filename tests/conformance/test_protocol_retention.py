@@ -111,3 +111,20 @@ async def test_purge_forgets_workers_not_seen_for_a_day(backend: Backend) -> Non
     assert {w.id for w in await backend.workers()} == {"dead", "alive"}
     await backend.purge(T0 + 86_400 + 1, 100)
     assert [w.id for w in await backend.workers()] == ["alive"]
+
+
+async def test_purge_keeps_counters_and_workers_as_long_as_asked(backend: Backend) -> None:
+    """``keep`` (``App(stats_retention=)``) replaces the default day for counters and workers."""
+    await backend.register_worker("quiet", T0, {"pid": 1})
+    job = new_job()
+    await enqueue(backend, job)
+    await claim_ids(backend, W1, now=T0)
+    outcome = Outcome(job.id, "succeeded", result=b"1", expire_at=T0 + 86_400)
+    assert await finish_one(backend, W1, outcome, T0)
+    await backend.purge(T0 + 3_000, 100, keep=3_600)
+    assert [r.minute for r in await backend.stats(0)] == [MINUTE0]
+    assert {w.id for w in await backend.workers()} >= {"quiet"}
+    await backend.purge(T0 + 3_700, 100, keep=3_600)
+    assert await backend.stats(0) == []
+    assert "quiet" not in {w.id for w in await backend.workers()}
+    assert await backend.get_job(job.id) is not None  # jobs follow their own expire_at

@@ -95,3 +95,31 @@ async def test_sqlite_path_under_a_file_raises_backend_unavailable(tmp_path: Pat
     instance = SqliteBackend(f"sqlite:///{tmp_path}/a-file/duly.db")
     with pytest.raises(BackendUnavailable):
         await _open_and_enqueue(instance)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", KINDS)
+async def test_migrate_on_an_unreachable_backend_raises_backend_unavailable(
+    kind: str, tmp_path: Path
+) -> None:
+    """Even a backend with no schema (Redis) checks it is reached: `duly migrate` must never
+    say "up to date" about a server it could not talk to."""
+    instance = _unreachable(kind, tmp_path)
+    try:
+        with pytest.raises(BackendUnavailable):
+            await instance.migrate()
+    finally:
+        await instance.close()
+
+
+async def test_a_clone_is_a_new_unopened_backend_on_the_same_data(
+    backend: Backend, make_backend: BackendFactory
+) -> None:
+    twin = backend.clone()
+    assert twin is not backend and type(twin) is type(backend)
+    assert (twin.url, twin.namespace) == (backend.url, backend.namespace)
+    [stored] = await backend.enqueue([new_job("mail")])
+    async with opened(twin):
+        assert (await twin.migrate()) == []  # the original's open() applied them all
+        record = await twin.get_job(stored.id)
+        assert record is not None and record.queue == "mail"

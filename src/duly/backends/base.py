@@ -30,9 +30,10 @@ states (the task layer renders keys and limits; ``duly.worker`` applies rate lim
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from duly.records import (
+    STATS_RETENTION,
     EnqueueResult,
     JobFilter,
     JobRecord,
@@ -45,16 +46,32 @@ from duly.records import (
     WorkerRecord,
 )
 
-__all__ = ["Backend"]
+__all__ = ["Backend", "TransactionalBackend"]
 
 
 @runtime_checkable
 class Backend(Protocol):
-    """Storage for jobs. One instance belongs to one event loop (it may hold async clients)."""
+    """Storage for jobs. One instance belongs to one event loop (it may hold async clients):
+    an App opens one ``clone()`` per event loop that uses it."""
+
+    #: Where the data lives (may hold a password: redact before showing it).
+    url: str
+    #: What separates several apps' data in one place (Redis key prefix, PostgreSQL schema).
+    namespace: str
 
     # -- lifecycle -------------------------------------------------------------------------
+    def clone(self) -> Backend:
+        """A new, unopened backend with this one's configuration (for another event loop)."""
+        ...
+
     async def open(self) -> None:
         """Connect, load scripts / apply migrations. Idempotent. Raises BackendUnavailable."""
+
+    async def migrate(self) -> list[int]:
+        """Bring the stored format up to date now; the migration versions applied (none for a
+        backend without a schema, which still checks it is reachable). Raises
+        BackendUnavailable."""
+        ...
 
     async def close(self) -> None:
         """Release connections. Idempotent."""
@@ -218,11 +235,11 @@ class Backend(Protocol):
         """
         ...
 
-    async def purge(self, now: float, limit: int) -> int:
+    async def purge(self, now: float, limit: int, keep: float = STATS_RETENTION) -> int:
         """Delete up to ``limit`` finished jobs with ``expire_at <= now`` (and their index
-        entries), counter buckets older than 24 h, workers not seen for 24 h (they died
-        without unregistering), and rate-limit state whose ``tat`` has passed. Returns how
-        many jobs were deleted."""
+        entries), counter buckets of minutes that started over ``keep`` seconds ago, workers
+        not seen for ``keep`` seconds (they died without unregistering), and rate-limit state
+        whose ``tat`` has passed. Returns how many jobs were deleted."""
         ...
 
     # -- introspection ---------------------------------------------------------------------
@@ -243,4 +260,18 @@ class Backend(Protocol):
 
     async def stats(self, since: float) -> list[StatRow]:
         """Per-minute outcome counters for minutes starting at or after ``since``."""
+        ...
+
+
+@runtime_checkable
+class TransactionalBackend(Backend, Protocol):
+    """A backend that can enqueue on the caller's own database connection, inside the caller's
+    transaction (PostgreSQL): the jobs exist iff that transaction commits."""
+
+    def enqueue_on(self, conn: Any, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
+        """Store ``jobs`` with the caller's (sync) connection, in its current transaction."""
+        ...
+
+    async def enqueue_on_async(self, conn: Any, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
+        """The async twin of ``enqueue_on``, for the caller's async connection."""
         ...

@@ -73,7 +73,9 @@ class Maintenance:
                 await self.recover()
                 next_recover = time.monotonic() + recover_every
             if time.monotonic() >= next_purge:
-                await worker._call(backend.purge(worker.app.clock.now(), BATCH_LIMIT), "purge")
+                now = worker.app.clock.now()
+                purge = backend.purge(now, BATCH_LIMIT, worker.app.stats_retention)
+                await worker._call(purge, "purge")
                 next_purge = time.monotonic() + PURGE_INTERVAL
             await asyncio.sleep(PROMOTE_INTERVAL)
 

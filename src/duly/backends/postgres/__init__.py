@@ -40,12 +40,13 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from duly.backends.base import Backend
+from duly.backends.base import TransactionalBackend
 from duly.backends.postgres import _rows
 from duly.backends.postgres._enqueue import Enqueuing
 from duly.errors import BackendUnavailable
 from duly.limits import gcra_slots
 from duly.records import (
+    STATS_RETENTION,
     JobFilter,
     JobRecord,
     Outcome,
@@ -70,6 +71,15 @@ class PostgresBackend(Enqueuing):
 
     def __repr__(self) -> str:
         return f"PostgresBackend({self._where!r}, schema={self.schema!r})"
+
+    def clone(self) -> PostgresBackend:
+        """A new, unopened backend on the same database, schema and settings."""
+        return PostgresBackend(
+            self.url,
+            self.schema,
+            auto_migrate=self.auto_migrate,
+            max_connections=self._max_connections,
+        )
 
     async def _free_gates(
         self,
@@ -302,12 +312,12 @@ class PostgresBackend(Enqueuing):
 
         return await self._transaction(run)
 
-    async def purge(self, now: float, limit: int) -> int:
+    async def purge(self, now: float, limit: int, keep: float = STATS_RETENTION) -> int:
         params: dict[str, object] = {
             "now": float(now),
             "limit": max(int(limit), 0),
-            "oldest_minute": int((now - 86_400) // 60),
-            "worker_cutoff": float(now - 86_400),
+            "oldest_minute": int((now - keep) // 60),
+            "worker_cutoff": float(now - keep),
         }
         row = await self._one("purge", params, retry=True)
         assert row is not None
@@ -340,5 +350,5 @@ class PostgresBackend(Enqueuing):
 
 if TYPE_CHECKING:
 
-    def _conforms(backend: PostgresBackend) -> Backend:
+    def _conforms(backend: PostgresBackend) -> TransactionalBackend:
         return backend  # mypy proves PostgresBackend implements the protocol

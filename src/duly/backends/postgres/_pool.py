@@ -87,7 +87,7 @@ class Connections:
         if not schema or len(schema.encode()) > 58:
             raise ConfigurationError(f"invalid PostgreSQL schema name {schema!r}")
         self.url = url
-        self.schema = schema
+        self.schema = self.namespace = schema
         self.auto_migrate = auto_migrate
         self.channel = f"duly_{schema}"
         self._sync: ConnectionPool[psycopg.Connection[Any]] | None = None

@@ -37,6 +37,7 @@ from duly.backends.redis.scripts import Scripts
 from duly.backends.redis.wake import Wake
 from duly.records import (
     FINISHED_STATUSES,
+    STATS_RETENTION,
     EnqueueResult,
     JobFilter,
     JobRecord,
@@ -74,6 +75,10 @@ class RedisBackend:
     def __repr__(self) -> str:
         return f"RedisBackend({self._safe_url!r}, namespace={self.namespace!r})"
 
+    def clone(self) -> RedisBackend:
+        """A new, unopened backend on the same server and namespace."""
+        return RedisBackend(self.url, self.namespace)
+
     # -- plumbing --------------------------------------------------------------------------
     @property
     def _redis(self) -> Redis:
@@ -89,6 +94,11 @@ class RedisBackend:
             if not self._loaded:
                 await self._scripts.load(client)
                 self._loaded = True
+
+    async def migrate(self) -> list[int]:
+        """Redis keeps no schema: only check the server answers (and load the scripts)."""
+        await self.open()
+        return []
 
     async def close(self) -> None:
         await self._wake.stop()
@@ -228,10 +238,10 @@ class RedisBackend:
             starts = await self._scripts.reserve_rate(self._redis, requests, now)
         return [float(start) for start in starts]
 
-    async def purge(self, now: float, limit: int) -> int:
-        cutoff = (now - 86_400) / 60  # counter buckets of minutes before this are deleted
+    async def purge(self, now: float, limit: int, keep: float = STATS_RETENTION) -> int:
+        cutoff = (now - keep) / 60  # counter buckets of minutes before this are deleted
         with guard(self._safe_url, "purge"):
-            return await self._scripts.purge(self._redis, now, max(limit, 0), cutoff)
+            return await self._scripts.purge(self._redis, now, max(limit, 0), cutoff, now - keep)
 
     # -- introspection ---------------------------------------------------------------------
     async def get_job(self, job_id: str) -> JobRecord | None:

@@ -388,13 +388,15 @@ class Scripts:
         reply: list[bytes] = await self._call(self.rate_script, client, (), args)
         return reply
 
-    async def purge(self, client: Redis, now: float, limit: int, counter_cutoff: float) -> int:
+    async def purge(
+        self, client: Redis, now: float, limit: int, counter_cutoff: float, worker_cutoff: float
+    ) -> int:
         k = self.keys
         reply = await self._call(
             self.purge_script,
             client,
             (k.expiry, k.all, k.counter_minutes, k.workers, k.worker_info),
-            [k.prefix, float(now), limit, float(counter_cutoff), float(now - 86_400)],
+            [k.prefix, float(now), limit, float(counter_cutoff), float(worker_cutoff)],
         )
         return int(reply)
 

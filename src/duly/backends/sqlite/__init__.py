@@ -55,6 +55,7 @@ from duly.backends.sqlite._tx import write as _write
 from duly.backends.sqlite._wakeup import WorkSignal
 from duly.errors import BackendUnavailable, ConfigurationError
 from duly.records import (
+    STATS_RETENTION,
     EnqueueResult,
     JobFilter,
     JobRecord,
@@ -89,6 +90,8 @@ class SqliteBackend:
                 f"links SQLite {sqlite3.sqlite_version}"
             )
         self.url = url
+        #: One database file holds one app's data: the file is the namespace.
+        self.namespace = "duly"
         self.path = path_from_url(url)
         self._thread: SqliteThread | None = None
         self._open_lock = threading.Lock()
@@ -100,6 +103,10 @@ class SqliteBackend:
 
     def __repr__(self) -> str:
         return f"SqliteBackend({self.url!r})"
+
+    def clone(self) -> SqliteBackend:
+        """A new, unopened backend on the same database file."""
+        return SqliteBackend(self.url)
 
     # -- plumbing --------------------------------------------------------------------------
     def _unavailable(self, exc: sqlite3.Error, doing: str) -> BackendUnavailable:
@@ -355,10 +362,10 @@ class SqliteBackend:
             lambda conn: _concurrency.reserve_rate(conn, requests, now), "reserve_rate"
         )
 
-    async def purge(self, now: float, limit: int) -> int:
-        """Delete up to ``limit`` expired finished jobs, counter buckets older than 24 h, workers
-        not seen for 24 h and rate-limit state whose tat has passed."""
-        return await self._transaction(_maintenance.purge_tx(now, limit), "purge")
+    async def purge(self, now: float, limit: int, keep: float = STATS_RETENTION) -> int:
+        """Delete up to ``limit`` expired finished jobs, counter buckets older than ``keep``
+        seconds, workers not seen for as long and rate-limit state whose tat has passed."""
+        return await self._transaction(_maintenance.purge_tx(now, limit, keep), "purge")
 
     async def write_raw_payload(self, job_id: str, payload: bytes) -> None:
         """Testing aid: overwrite a stored payload as is (to test corrupt input)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Callable
-from typing import Final
 
 from duly.backends.sqlite import _concurrency
 from duly.backends.sqlite._connection import statements
@@ -14,10 +13,6 @@ from duly.backends.sqlite._tx import QUERIES
 from duly.records import Recovered
 
 __all__ = ["drop", "promote_tx", "purge_tx", "recover_tx"]
-
-#: How long purge keeps stats buckets and the rows of workers not seen (24 h; fixed here, not
-#: a setting).
-_KEEP_SECONDS: Final = 86_400
 
 
 def promote_tx(now: float, limit: int) -> Callable[[sqlite3.Connection], tuple[int, float | None]]:
@@ -77,18 +72,18 @@ def recover_tx(
     return recover
 
 
-def purge_tx(now: float, limit: int) -> Callable[[sqlite3.Connection], int]:
+def purge_tx(now: float, limit: int, keep: float) -> Callable[[sqlite3.Connection], int]:
     """The purge transaction's body: delete up to ``limit`` expired finished jobs, stats
-    buckets older than ``_KEEP_SECONDS``, workers not seen for as long and rate-limit state
+    buckets older than ``keep`` seconds, workers not seen for as long and rate-limit state
     whose tat has passed; the jobs deleted."""
-    old_minute = math.floor((now - _KEEP_SECONDS) / 60)
+    old_minute = math.floor((now - keep) / 60)
 
     def purge(conn: sqlite3.Connection) -> int:
         deleted = 0
         if limit > 0:
             deleted = conn.execute(QUERIES["purge_jobs"], {"now": now, "limit": limit}).rowcount
         conn.execute(QUERIES["purge_stats"], {"minute": old_minute})
-        conn.execute(QUERIES["purge_workers"], {"cutoff": now - _KEEP_SECONDS})
+        conn.execute(QUERIES["purge_workers"], {"cutoff": now - keep})
         conn.execute(QUERIES["purge_rates"], {"now": now})
         return deleted
 
