@@ -166,15 +166,18 @@ class App:
         clock: Clock | None = None,
     ) -> None:
         if backend is None:
+            #: The URL as given (duly's own query parameters such as ``?namespace=`` included).
+            self.url = url or os.environ.get("DULY_URL") or DEFAULT_URL
             # Validate the URL now: a typo should fail at start-up, not at the first enqueue.
-            backend = backend_from_url(url or os.environ.get("DULY_URL") or DEFAULT_URL, namespace)
+            backend = backend_from_url(self.url, namespace)
         elif url is not None:
             raise ConfigurationError("give App a url or a backend, not both")
         elif not isinstance(backend, Backend):
             raise TypeError(f"backend= takes a duly backend (see duly.backends), got {backend!r}")
+        else:
+            self.url = backend.url
         #: Makes the backend of each event loop (``clone()``) and serves blocking enqueues.
         self._template: Backend = backend
-        self.url = backend.url
         self.namespace = backend.namespace
         self.retention = seconds(retention, "retention")
         self.failed_retention = seconds(failed_retention, "failed_retention")
