@@ -490,7 +490,12 @@ class App:
         return await (await self.backend()).retry(job_id, self.clock.now())
 
     def cancel(self, job_id: str) -> bool:
-        """Cancel a job that has not finished; False if it already finished or is unknown."""
+        """Cancel a job that has not finished; False if it already finished or is unknown.
+
+        A waiting job is ``cancelled`` at once. A running one is asked to stop: it stays
+        ``running`` until its run returns (an async job is interrupted at its worker's next
+        heartbeat; a sync job may check ``duly.current_job().cancel_requested``), then ends
+        ``cancelled`` whatever the run returned."""
         return self._sync(self.cancel_async(job_id))
 
     async def cancel_async(self, job_id: str) -> bool:

@@ -12,9 +12,9 @@ import asyncio
 import time
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from duly.app import App
+from duly.backends import redact_url
 from duly.errors import JobNotFound
 from duly.job import Job
 from duly.worker import Worker, WorkerStats
@@ -69,11 +69,7 @@ async def _all_finished(app: App, ids: list[str]) -> bool:
 
 def _where(app: App) -> str:
     """The App's backend URL without a password, and its namespace."""
-    parts = urlsplit(app.url)
-    if parts.password is not None:
-        host = parts.netloc.rpartition("@")[2]
-        parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
-    return f"{urlunsplit(parts)} (namespace {app.namespace!r})"
+    return f"{redact_url(app.url)} (namespace {app.namespace!r})"
 
 
 def run_jobs(

@@ -280,7 +280,9 @@ class Watch(Task[P, R]):
 
     def stop(self, *args: P.args, **kwargs: P.kwargs) -> bool:
         """Stop watching these arguments (the awaited event happened); False if no such watch
-        is active. A check running now finishes, but the watch does not continue."""
+        is active. A check running now finishes, but the watch does not continue, and that
+        check is not counted in its history (the run's outcome is not kept, as for any job
+        cancelled while it runs)."""
         return self.app._sync(self.stop_async(*args, **kwargs))
 
     async def stop_async(self, *args: P.args, **kwargs: P.kwargs) -> bool:

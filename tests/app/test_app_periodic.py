@@ -211,11 +211,18 @@ def test_scheduler_processes_one_killed_midway(
     (tmp_path / "sched_app.py").write_text(SCHEDULED_APP)
     env = {**os.environ, "DULY_URL": url, "DULY_NAMESPACE": namespace,
            "PYTHONPATH": str(tmp_path)}  # fmt: skip
-    command = [sys.executable, "-m", "duly", "scheduler", "sched_app:app", "--log-level", "ERROR"]
+    command = [sys.executable, "-m", "duly", "scheduler", "sched_app:app", "--log-level", "INFO"]
+    logs = [tmp_path / f"scheduler{i}.log" for i in range(3)]
     procs = [
-        subprocess.Popen(command, cwd=tmp_path, env=env, stderr=subprocess.PIPE) for _ in range(3)
+        subprocess.Popen(command, cwd=tmp_path, env=env, stderr=log.open("wb")) for log in logs
     ]
     try:
+        # A SIGTERM before a process installed its handler would end it with -15, not a clean
+        # stop: on a loaded machine an import can take seconds, so wait until all three run.
+        deadline = time.monotonic() + 60
+        while not all("scheduler started" in log.read_text(errors="replace") for log in logs):
+            assert time.monotonic() < deadline, [log.read_text() for log in logs]
+            time.sleep(0.1)
         time.sleep(4)
         procs[0].kill()
         killed_at = time.time()
@@ -225,7 +232,7 @@ def test_scheduler_processes_one_killed_midway(
             proc.send_signal(signal.SIGTERM)
         codes = [proc.wait(15) for proc in procs]
     end = time.time()
-    assert codes[1:] == [0, 0], [p.stderr.read() if p.stderr else b"" for p in procs]
+    assert codes[1:] == [0, 0], [log.read_text() for log in logs]
     app = make_app()
     ticks = _ticks_of(app, "beat")
     assert len(ticks) == len(set(ticks))

@@ -80,7 +80,7 @@ def test_run_jobs_refuses_a_job_it_cannot_find(app: duly.App, make_app, tmp_path
     with pytest.raises(duly.JobNotFound) as caught:
         duly.testing.run_jobs(elsewhere, [job], timeout=10)
     assert isinstance(caught.value, duly.DulyError) and job.id in str(caught.value)
-    assert "other.db" in str(caught.value)
+    assert f"sqlite:///{tmp_path / 'other.db'} (namespace" in str(caught.value)
     with pytest.raises(duly.JobNotFound, match="01NOTAJOB"):
         duly.testing.run_jobs(app, [job, "01NOTAJOB"], timeout=10)
     assert app.get_job(job.id).status == "queued", "nothing ran before the check"

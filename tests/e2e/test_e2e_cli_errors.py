@@ -4,6 +4,7 @@ carries the whole record. Each test drives the real ``duly`` in a subprocess."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -326,3 +327,23 @@ def test_status_shows_every_field_and_each_attempts_error(e2e: E2E) -> None:
     assert "attempt 1 failed: RuntimeError: first try of 21" in out, out
     assert not re.search(r"^\s*error\b", out, re.MULTILINE), out
     assert "Traceback" not in out  # an earlier attempt's error is one line
+
+
+@pytest.mark.timeout(60)
+def test_cancel_of_a_running_job_says_it_is_a_request(e2e: E2E) -> None:
+    job = e2e.tasks.mark.enqueue(1)
+
+    async def claim_it() -> None:  # a worker that is running it (its lease has time left)
+        try:
+            backend = await e2e.app.backend()
+            now = e2e.app.clock.now()
+            [record] = await backend.claim("busy-worker", ["default"], 1, now, now + 600)
+            assert record.id == job.id
+        finally:
+            await e2e.app.aclose()
+
+    asyncio.run(claim_it())
+    done = e2e.cli("cancel", job.id)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"cancel requested for {job.id}: it is running"), done.stdout
+    assert e2e.info(job.id).status == "running"  # until its run returns

@@ -46,6 +46,9 @@ runner = threading.Thread(target=duly.testing.run_jobs, args=(app, jobs), kwargs
 runner.start()
 try:
     wait(lambda: ow.sent(3) == ["reminder"])
+    # ship once the check that sent the reminder is stored (scheduled again): a stop during a
+    # running check ends the watch without that check's progress (see the guide, Watches)
+    wait(lambda: app.get_job(reminded.id).status == "scheduled")
     shipped_after_reminder = ow.ship_order(3)
 finally:
     runner.join(60)

@@ -206,6 +206,12 @@ def _act(action: str, job_id: str, app_path: str | None, url: str | None) -> Non
             fail(f"cannot retry job {job_id}: another active job holds its unique key")
         allowed = "failed or cancelled" if action == "retry" else "not finished"
         fail(f"cannot {action} job {job_id}: it is {info.status} (must be {allowed})")
+    if action == "cancel" and info.status == "running":
+        click.echo(
+            f"cancel requested for {job_id}: it is running and ends cancelled when its run "
+            "returns (an async job is interrupted at its worker's next heartbeat)"
+        )
+        return
     click.echo(f"{'re-queued' if action == 'retry' else 'cancelled'} {job_id}")
 
 
@@ -223,7 +229,7 @@ def retry(job_id: str, app_path: str | None, url: str | None) -> None:
 @app_options
 @translate_errors
 def cancel(job_id: str, app_path: str | None, url: str | None) -> None:
-    """Cancel a job that has not finished (a running one is stopped at its next heartbeat)."""
+    """Cancel a job that has not finished (a running one: see "Cancelling" in the guide)."""
     _act("cancel", job_id, app_path, url)
 
 
