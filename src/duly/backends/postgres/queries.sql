@@ -332,8 +332,10 @@ SELECT ARRAY(SELECT id FROM extended WHERE expire_at IS NULL) AS extended;
 -- active states is what ends its hold.
 -- With %(with_gates)s false, jobs with a gate are left alone (not applied): freeing their slot
 -- takes more statements, which the caller runs in a transaction for the outcomes not applied.
--- A job whose cancel was requested (expire_at set, see cancel) ends cancelled instead, whatever
--- its outcome, which is not applied (`stopped`; its gate slot frees too).
+-- A job whose cancel was requested (expire_at set on a running row, see cancel) ends cancelled
+-- instead, whatever its outcome, which is not applied nor counted (its gate slot frees too):
+-- the same UPDATE, each column keeping its value (`j.expire_at IS NOT NULL` reads the row as
+-- it was), so a finish costs one pass over its rows either way.
 -- Returns: applied (text[]), freed (the gate of each job that left running, text[]), woken.
 WITH o AS (
     SELECT *
@@ -342,45 +344,46 @@ WITH o AS (
                 %(rate_slots)b::double precision[])
          AS o(id, kind, result, errors, run_at, expire_at, rate_slot)
 ),
-stopped AS (
-    UPDATE {schema}.jobs j
-    SET status = 'cancelled', finished_at = %(now)s, lease_until = NULL, rate_slot = NULL
-    FROM o
-    WHERE j.id = o.id AND j.status = 'running' AND j.worker = %(worker)s
-      AND j.expire_at IS NOT NULL AND (j.gate IS NULL OR %(with_gates)s)
-    RETURNING j.gate
-),
 done AS (
     UPDATE {schema}.jobs j
-    SET status = CASE o.kind
-            WHEN 'succeeded' THEN 'succeeded'
-            WHEN 'failed' THEN 'failed'
-            WHEN 'retry' THEN 'retrying'
-            ELSE CASE WHEN coalesce(o.run_at, %(now)s) <= %(now)s THEN 'queued'
-                      ELSE 'scheduled' END
+    SET status = CASE
+            WHEN j.expire_at IS NOT NULL THEN 'cancelled'
+            WHEN o.kind = 'succeeded' THEN 'succeeded'
+            WHEN o.kind = 'failed' THEN 'failed'
+            WHEN o.kind = 'retry' THEN 'retrying'
+            WHEN coalesce(o.run_at, %(now)s) <= %(now)s THEN 'queued'
+            ELSE 'scheduled'
         END,
-        attempts = CASE o.kind WHEN 'release' THEN greatest(j.attempts - 1, 0)
-                               WHEN 'again' THEN 0
-                               ELSE j.attempts END,
-        lost = CASE WHEN o.kind = 'again' THEN 0 ELSE j.lost END,
-        result = CASE WHEN o.kind IN ('succeeded', 'again') THEN o.result ELSE j.result END,
-        errors = CASE WHEN o.kind IN ('failed', 'retry') THEN o.errors ELSE j.errors END,
-        finished_at = CASE WHEN o.kind IN ('succeeded', 'failed') THEN %(now)s END,
-        expire_at = CASE WHEN o.kind IN ('succeeded', 'failed') THEN o.expire_at END,
+        attempts = CASE WHEN j.expire_at IS NOT NULL THEN j.attempts
+                        WHEN o.kind = 'release' THEN greatest(j.attempts - 1, 0)
+                        WHEN o.kind = 'again' THEN 0
+                        ELSE j.attempts END,
+        lost = CASE WHEN o.kind = 'again' AND j.expire_at IS NULL THEN 0 ELSE j.lost END,
+        result = CASE WHEN o.kind IN ('succeeded', 'again') AND j.expire_at IS NULL THEN o.result
+                      ELSE j.result END,
+        errors = CASE WHEN o.kind IN ('failed', 'retry') AND j.expire_at IS NULL THEN o.errors
+                      ELSE j.errors END,
+        finished_at = CASE WHEN j.expire_at IS NOT NULL OR o.kind IN ('succeeded', 'failed')
+                           THEN %(now)s END,
+        expire_at = CASE WHEN j.expire_at IS NOT NULL THEN j.expire_at
+                         WHEN o.kind IN ('succeeded', 'failed') THEN o.expire_at END,
         scheduled_for = CASE
+            WHEN j.expire_at IS NOT NULL THEN j.scheduled_for
             WHEN o.kind IN ('retry', 'again') THEN coalesce(o.run_at, %(now)s)
             WHEN o.kind = 'release' AND o.run_at > %(now)s THEN o.run_at
             ELSE j.scheduled_for
         END,
-        position = CASE o.kind WHEN 'release' THEN j.enqueued_at - 1e12
-                               WHEN 'again' THEN coalesce(o.run_at, %(now)s)
-                               ELSE j.position END,
-        worker = CASE WHEN o.kind IN ('succeeded', 'failed') THEN j.worker END,
+        position = CASE WHEN j.expire_at IS NOT NULL THEN j.position
+                        WHEN o.kind = 'release' THEN j.enqueued_at - 1e12
+                        WHEN o.kind = 'again' THEN coalesce(o.run_at, %(now)s)
+                        ELSE j.position END,
+        worker = CASE WHEN j.expire_at IS NOT NULL OR o.kind IN ('succeeded', 'failed')
+                      THEN j.worker END,
         lease_until = NULL,
-        rate_slot = CASE WHEN o.kind = 'release' THEN o.rate_slot END
+        rate_slot = CASE WHEN o.kind = 'release' AND j.expire_at IS NULL THEN o.rate_slot END
     FROM o
     WHERE j.id = o.id AND j.status = 'running' AND j.worker = %(worker)s
-      AND j.expire_at IS NULL AND (j.gate IS NULL OR %(with_gates)s)
+      AND (j.gate IS NULL OR %(with_gates)s)
     RETURNING j.id, j.task, j.queue, j.status, j.gate, o.kind
 ),
 counted AS (
@@ -390,7 +393,7 @@ counted AS (
            count(*) FILTER (WHERE d.kind = 'failed'),
            count(*) FILTER (WHERE d.kind = 'retry')
     FROM done d
-    WHERE d.kind <> 'release'
+    WHERE d.kind <> 'release' AND d.status <> 'cancelled'
     GROUP BY d.task, d.queue
     ORDER BY d.task, d.queue
     ON CONFLICT (minute, task, queue) DO UPDATE
@@ -398,9 +401,8 @@ counted AS (
         failed = s.failed + excluded.failed,
         retried = s.retried + excluded.retried
 )
-SELECT ARRAY(SELECT id FROM done) AS applied,
-       ARRAY(SELECT gate FROM done WHERE gate IS NOT NULL
-             UNION ALL SELECT gate FROM stopped WHERE gate IS NOT NULL) AS freed,
+SELECT ARRAY(SELECT id FROM done WHERE status <> 'cancelled') AS applied,
+       ARRAY(SELECT gate FROM done WHERE gate IS NOT NULL) AS freed,
        (SELECT count(pg_notify(%(channel)s, q.queue))
           FROM (SELECT DISTINCT queue FROM done WHERE status = 'queued') AS q) AS woken;
 

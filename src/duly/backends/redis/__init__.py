@@ -24,13 +24,13 @@ from typing import Final, cast
 
 from redis.asyncio import Redis
 
+from duly.backends._urls import redact_url
 from duly.backends.redis import codec
 from duly.backends.redis.connection import (
     UNAVAILABLE,
     BlockingConnections,
     guard,
     make_client,
-    safe_url,
 )
 from duly.backends.redis.keys import Keyspace
 from duly.backends.redis.scripts import Scripts
@@ -66,7 +66,7 @@ class RedisBackend:
         self.namespace = namespace
         self.keys = Keyspace(namespace)
         self._scripts = Scripts(self.keys)
-        self._safe_url = safe_url(url)
+        self._safe_url = redact_url(url)
         self._client: Redis | None = None
         self._loaded = False
         self._blocking = BlockingConnections(url)

@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from redis import Connection as SyncConnection
 from redis import ConnectionPool as SyncConnectionPool
@@ -41,7 +41,6 @@ __all__ = [
     "BlockingConnections",
     "guard",
     "make_client",
-    "safe_url",
 ]
 
 _MAX_CONNECTIONS: Final = 64
@@ -104,18 +103,6 @@ class _FastSSLConnection(_HiredisPacking, SSLConnection):
 
 class _FastUnixConnection(_HiredisPacking, UnixDomainSocketConnection):
     pass
-
-
-def safe_url(url: str) -> str:
-    """``url`` without its password (kept: scheme, user, host, port, path)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    user = f"{parts.username}@" if parts.username else ""
-    return urlunsplit(parts._replace(netloc=user + host))
 
 
 @contextmanager

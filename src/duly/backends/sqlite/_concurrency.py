@@ -10,15 +10,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Final
 
-from duly.backends._sql import load_queries
+from duly.backends.sqlite._tx import QUERIES as _QUERIES
 from duly.limits import gcra_slots
 from duly.records import RateRequest
 
 __all__ = ["free_gate_slots", "reserve_rate", "unique_holder"]
-
-_QUERIES: Final = load_queries("duly.backends.sqlite")
 
 
 def unique_holder(conn: sqlite3.Connection, unique_key: str, at: float) -> str | None:
