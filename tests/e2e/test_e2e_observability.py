@@ -203,3 +203,19 @@ def test_supervisor_reports_each_exited_child_once(tmp_path: Path) -> None:
             signal.signal(signum, handler)
     children = sorted(child.pid for child, _ in supervisor._children.values())
     assert sorted(exited) == children and len(set(exited)) == 2
+
+
+@SQLITE
+def test_an_app_with_its_own_hook_is_served_once(e2e: E2E) -> None:
+    own = (
+        OBS_TASKS
+        + "\nfrom duly.observability import PrometheusHook\napp.add_hook(PrometheusHook())\n"
+    )
+    (e2e.dir / "obs_tasks.py").write_text(own)
+    tasks = e2e.load_module("obs_tasks.py")
+    tasks.ok.enqueue(1)
+    tasks.app.close()
+    port = free_port()
+    worker = e2e.start("worker", "obs_tasks:app", "--processes", "1", "--metrics-port", str(port))
+    wait_until(lambda: jobs_total(scrape(port)[1], "obs.ok", "succeeded") == 1)
+    assert worker.poll() is None, e2e.log_of(worker)

@@ -47,7 +47,10 @@ def _add_metrics_hook(app: App) -> None:
     ``$PROMETHEUS_MULTIPROC_DIR`` is set, as the supervisor sets it for its children)."""
     from duly.observability.prometheus import PrometheusHook
 
-    app.add_hook(PrometheusHook(clock=app.clock))
+    try:
+        app.add_hook(PrometheusHook(clock=app.clock))
+    except ValueError:  # "Duplicated timeseries": the app already feeds the default registry
+        logging.getLogger("duly.worker").info("metrics: the app's own PrometheusHook is served")
 
 
 def _metrics_children(port: int, host: str) -> tuple[dict[str, str], Callable[[int], None]]:
