@@ -156,14 +156,15 @@ class E2E:
             "PYTHONUNBUFFERED": "1",
             "COLUMNS": "200",
         }
-        self.tasks = self._load_tasks()
+        self.tasks = self.load_module("e2e_tasks.py")
         self.app: duly.App = self.tasks.app
         self.procs: list[subprocess.Popen[bytes]] = []
         self._log_count = 0
 
-    def _load_tasks(self) -> ModuleType:
-        name = f"e2e_tasks_{uuid4().hex}"
-        spec = importlib.util.spec_from_file_location(name, self.dir / "e2e_tasks.py")
+    def load_module(self, filename: str) -> ModuleType:
+        """Import ``filename`` (in the tasks' directory) here, with this test's environment."""
+        name = f"{filename.removesuffix('.py')}_{uuid4().hex}"
+        spec = importlib.util.spec_from_file_location(name, self.dir / filename)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         saved = {k: os.environ.get(k) for k in ("DULY_URL", "DULY_NAMESPACE", "E2E_MARKS")}

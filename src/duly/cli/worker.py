@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
+from duly.app import App
 from duly.cli.common import fail, load_app, translate_errors
 from duly.errors import BackendUnavailable
 
@@ -23,12 +27,43 @@ F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_CONNECT_TIMEOUT = 10.0
 
 
-def _configure_logging(level: str) -> None:
+def _configure_logging(level: str, log_format: str = "text") -> None:
+    if log_format == "json":
+        from duly.observability.logs import JsonFormatter
+
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonFormatter())
+        logging.basicConfig(level=level.upper(), handlers=[handler])
+        return
     logging.basicConfig(
         level=level.upper(),
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s",
     )
+
+
+def _add_metrics_hook(app: App) -> None:
+    """Count ``app``'s jobs in prometheus_client's default registry (multiprocess files when
+    ``$PROMETHEUS_MULTIPROC_DIR`` is set, as the supervisor sets it for its children)."""
+    from duly.observability.prometheus import PrometheusHook
+
+    try:
+        app.add_hook(PrometheusHook(clock=app.clock))
+    except ValueError:  # "Duplicated timeseries": the app already feeds the default registry
+        logging.getLogger("duly.worker").info("metrics: the app's own PrometheusHook is served")
+
+
+def _metrics_children(port: int, host: str) -> tuple[dict[str, str], Callable[[int], None]]:
+    """Serve the children's summed metrics on ``host:port`` from a fresh multiprocess
+    directory; returns the children's environment and the bookkeeping of a dead child."""
+    from duly.observability.prometheus import MULTIPROC_ENV, mark_process_dead, serve_metrics
+
+    path = tempfile.mkdtemp(prefix="duly-metrics-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    serve_metrics(port, host, multiprocess_dir=path)
+    env = {k: v for k, v in os.environ.items() if k != "DULY_METRICS_PORT"}
+    env[MULTIPROC_ENV] = path
+    return env, lambda pid: mark_process_dead(pid, path)
 
 
 def _use_fast_loop() -> None:
@@ -158,6 +193,36 @@ def resolve_processes(processes: int | None, burst: bool) -> int:
     show_default=True,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
 )
+@click.option(
+    "--log-format",
+    default="text",
+    show_default=True,
+    envvar="DULY_LOG_FORMAT",
+    show_envvar=True,
+    type=click.Choice(["text", "json"], case_sensitive=False),
+    help="json: one object per line (time, level, logger, message, and job_id, task, attempt, "
+    "queue, worker on job lines; traceback on errors).",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    envvar="DULY_METRICS_PORT",
+    show_envvar=True,
+    help="Serve Prometheus metrics (duly_jobs_total, duly_job_duration_seconds, ...) at "
+    "http://HOST:PORT/metrics; needs duly[metrics]. With --processes > 1 the supervisor "
+    "serves the sum of its children (prometheus_client's multiprocess mode, in a temporary "
+    "$PROMETHEUS_MULTIPROC_DIR).",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar="DULY_METRICS_HOST",
+    show_envvar=True,
+    help="Address the metrics are served on (0.0.0.0: every interface).",
+)
+@click.option("--metrics-child", is_flag=True, hidden=True)  # a supervised child: write metrics
 @translate_errors
 def worker(
     app_path: str | None,
@@ -172,11 +237,15 @@ def worker(
     connect_timeout: float,
     scheduler: bool,
     log_level: str,
+    log_format: str,
+    metrics_port: int | None,
+    metrics_host: str,
+    metrics_child: bool,
 ) -> None:
     """Run the jobs of MODULE:APP ($DULY_APP) until SIGTERM/SIGINT, in one process per CPU
     core by default."""
     app_path = _app_path(app_path, app_option)
-    _configure_logging(log_level)
+    _configure_logging(log_level, log_format.lower())
     queue_list = [q.strip() for q in queues.split(",") if q.strip()]
     if not queue_list:
         fail("--queues needs at least one queue name", 2)
@@ -200,13 +269,25 @@ def worker(
             str(grace),
             "--log-level",
             log_level,
+            "--log-format",
+            log_format,
             "--scheduler" if scheduler else "--no-scheduler",
             "--connect-timeout",
             str(connect_timeout),
             *(["--burst"] if burst else []),
             *(["--url", url] if url else []),
+            *(["--metrics-child"] if metrics_port is not None else []),
         ]
-        sys.exit(Supervisor(argv, processes, grace, burst=burst).run())
+        env, on_exit = (
+            _metrics_children(metrics_port, metrics_host) if metrics_port else (None, None)
+        )
+        sys.exit(Supervisor(argv, processes, grace, burst=burst, env=env, on_exit=on_exit).run())
+    if metrics_port is not None or metrics_child:
+        _add_metrics_hook(app)
+    if metrics_port is not None:
+        from duly.observability.prometheus import serve_metrics
+
+        serve_metrics(metrics_port, metrics_host)
     runner = app.worker(
         queues=queue_list,
         concurrency=concurrency,

@@ -4,8 +4,8 @@ Every retry, final failure (an unknown task or a corrupt payload included), reco
 quarantine, cancellation and dropped outcome is logged on the ``duly.worker`` logger, at
 WARNING or ERROR for the ones that need a look: the text names the job id, the task, the
 attempt as ``N/M`` and the error's type and message; the same facts travel as ``extra`` fields
-(``job_id``, ``task``, ``attempt``, ``max_attempts``, ``worker``) for structured formatters. A
-succeeded run formats nothing unless DEBUG is enabled.
+(``job_id``, ``task``, ``attempt``, ``max_attempts``, ``queue``, ``worker``) for structured
+formatters. A succeeded run formats nothing unless DEBUG is enabled.
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ class Reporter:
             "task": record.task,
             "attempt": record.attempts,
             "max_attempts": record.max_attempts,
+            "queue": record.queue,
             "worker": self.worker,
         }
 

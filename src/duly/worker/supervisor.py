@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 
 __all__ = ["Supervisor"]
@@ -32,18 +32,30 @@ class Supervisor:
     ``burst``, until every copy has exited)."""
 
     def __init__(
-        self, child_argv: Sequence[str], processes: int, grace: float, *, burst: bool = False
+        self,
+        child_argv: Sequence[str],
+        processes: int,
+        grace: float,
+        *,
+        burst: bool = False,
+        env: Mapping[str, str] | None = None,
+        on_exit: Callable[[int], None] | None = None,
     ) -> None:
+        """``env``: the children's environment (default: this process's); ``on_exit(pid)`` is
+        called once per child seen to exit (the metrics' bookkeeping of dead processes)."""
         self.child_argv = [sys.executable, "-m", "duly", *child_argv]
         self.processes = processes
         self.grace = grace
         self.burst = burst
+        self.env = dict(env) if env is not None else None
+        self.on_exit = on_exit
+        self._exited: set[int] = set()
         self._stopping = False
         self._children: dict[int, tuple[subprocess.Popen[bytes], float]] = {}
         self._delay: dict[int, float] = {}
 
     def _spawn(self, slot: int) -> None:
-        child = subprocess.Popen(self.child_argv)
+        child = subprocess.Popen(self.child_argv, env=self.env)
         self._children[slot] = (child, time.monotonic())
         log.info("started worker process %d (pid %d)", slot, child.pid)
 
@@ -73,6 +85,8 @@ class Supervisor:
             now = time.monotonic()
             for slot, (child, started) in list(self._children.items()):
                 code = child.poll()
+                if code is not None:
+                    self._reaped(child)
                 if code is None or slot in restart_at or slot in finished or self._stopping:
                     continue  # (a child that exits because we are stopping is not a crash)
                 if self.burst:
@@ -107,9 +121,15 @@ class Supervisor:
                 log.error("worker pid %d did not stop in time; killing it", child.pid)
                 child.kill()
                 child.wait()
+            self._reaped(child)
         if not self.burst:
             return 0
         return max(_exit_status(child.returncode) for child, _ in self._children.values())
+
+    def _reaped(self, child: subprocess.Popen[bytes]) -> None:
+        if self.on_exit is not None and child.pid not in self._exited:
+            self._exited.add(child.pid)
+            self.on_exit(child.pid)
 
 
 def _exit_status(returncode: int) -> int:

@@ -1,0 +1,123 @@
+"""``duly.observability.PrometheusHook`` on every backend: a worker runs succeeding, failing
+and retried jobs, and a real scrape (prometheus_client's own parser) counts them by task,
+queue and outcome, with no job id anywhere in it."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+import duly
+from duly.observability import PrometheusHook
+
+LABELS = {"task", "queue", "outcome", "le"}
+
+
+def scrape(registry: CollectorRegistry) -> tuple[str, dict[tuple[str, frozenset[Any]], float]]:
+    """The exposition text and its samples as ``{(name, labels): value}``."""
+    text = generate_latest(registry).decode()
+    samples: dict[tuple[str, frozenset[Any]], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            assert set(sample.labels) <= LABELS, sample
+            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return text, samples
+
+
+def value(samples: dict[tuple[str, frozenset[Any]], float], name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def test_a_worker_s_jobs_counted_by_task_queue_and_outcome(
+    app: duly.App, worker_thread: Callable[..., Any], wait: Callable[..., Any]
+) -> None:
+    registry = CollectorRegistry()
+    app.add_hook(PrometheusHook(registry, clock=app.clock))
+    fast = duly.Backoff(base=0.05, cap=0.1)
+
+    @app.task(name="m.ok")
+    def ok(n: int) -> int:
+        return n
+
+    @app.task(name="m.boom", retries=0, queue="risky")
+    def boom() -> None:
+        raise ValueError("boom")
+
+    @app.task(name="m.flaky", retries=2, backoff=fast)
+    def flaky() -> str:
+        if duly.current_job().attempt == 1:
+            raise RuntimeError("first attempt fails")
+        return "ok"
+
+    @app.task(name="m.once", unique="{n}")
+    def once(n: int) -> None: ...
+
+    jobs = [ok.enqueue(n) for n in range(3)]
+    jobs += [boom.enqueue(), flaky.enqueue(), once.enqueue(1)]
+    assert once.enqueue(1).deduplicated
+
+    with worker_thread(app, queues=["default", "risky"]) as worker:
+        wait(lambda: all(info.finished for j in jobs if (info := app.get_job(j.id))))
+        wait(lambda: worker.stats.succeeded == 5)  # counted once hooks were told
+    assert (worker.stats.succeeded, worker.stats.failed, worker.stats.retried) == (5, 1, 1)
+
+    text, samples = scrape(registry)
+    d, risky = {"queue": "default"}, {"queue": "risky"}
+    assert value(samples, "duly_jobs_total", task="m.ok", outcome="succeeded", **d) == 3
+    assert value(samples, "duly_jobs_total", task="m.boom", outcome="failed", **risky) == 1
+    assert value(samples, "duly_jobs_total", task="m.flaky", outcome="retried", **d) == 1
+    assert value(samples, "duly_jobs_total", task="m.flaky", outcome="succeeded", **d) == 1
+    assert value(samples, "duly_jobs_total", task="m.once", outcome="succeeded", **d) == 1
+    assert sum(v for (name, _), v in samples.items() if name == "duly_jobs_total") == 7
+    # one duration per stored outcome, one queue wait per start, nothing left in flight
+    assert value(samples, "duly_job_duration_seconds_count", task="m.flaky", **d) == 2
+    assert value(samples, "duly_job_queue_wait_seconds_count", task="m.flaky", **d) == 2
+    assert value(samples, "duly_job_queue_wait_seconds_count", task="m.ok", **d) == 3
+    assert value(samples, "duly_job_duration_seconds_count", task="m.boom", **risky) == 1
+    assert value(samples, "duly_job_duration_seconds_sum", task="m.ok", **d) >= 0
+    assert value(samples, "duly_jobs_in_flight", task="m.ok", **d) == 0
+    assert value(samples, "duly_jobs_in_flight", task="m.flaky", **d) == 0
+    assert value(samples, "duly_jobs_enqueued_total", task="m.ok", **d) == 3
+    assert value(samples, "duly_jobs_enqueued_total", task="m.once", **d) == 1
+    assert value(samples, "duly_jobs_deduplicated_total", task="m.once", **d) == 1
+    assert value(samples, "duly_jobs_recovered_total") == 0
+    for job in jobs:  # low cardinality: no id (nor key) is ever a label value
+        assert job.id not in text
+
+
+def test_in_flight_counts_a_running_job(
+    app: duly.App, worker_thread: Callable[..., Any], wait: Callable[..., Any]
+) -> None:
+    registry = CollectorRegistry()
+    hook = app.add_hook(PrometheusHook(registry, clock=app.clock))
+    assert isinstance(hook, PrometheusHook)
+    release = threading.Event()
+
+    @app.task(name="m.block")
+    def block() -> None:
+        release.wait(10)
+
+    def in_flight() -> float:
+        return value(scrape(registry)[1], "duly_jobs_in_flight", task="m.block", queue="default")
+
+    job = block.enqueue()
+    with worker_thread(app):
+        wait(lambda: in_flight() == 1)
+        release.set()
+        wait(lambda: in_flight() == 0)
+    info = app.get_job(job.id)
+    assert info is not None and info.status == "succeeded"
+
+
+def test_the_hook_without_prometheus_client_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # as if not installed
+    with pytest.raises(duly.ConfigurationError, match=r"duly\[metrics\]"):
+        PrometheusHook(CollectorRegistry())
