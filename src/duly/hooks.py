@@ -51,6 +51,11 @@ class Hook:
         """The backend applied a run's outcome: ``outcome.kind`` is succeeded, again (a watch
         checks again), retry, failed or release (handed back without an attempt charged)."""
 
+    def abandoned(self, record: JobRecord, outcome: Outcome) -> HookCallResult:
+        """A run ended but the backend did not keep its outcome: the job's cancel was requested
+        while it ran (it ended ``cancelled``), or this worker's lease lapsed and the job was
+        recovered (it runs elsewhere)."""
+
     def retried(
         self, record: JobRecord, error: BaseException | None, run_at: float
     ) -> HookCallResult:
@@ -67,7 +72,16 @@ class Hook:
 
 
 #: The events a hook may watch: the methods of ``Hook``.
-HOOK_EVENTS = ("enqueued", "started", "finished", "retried", "failed", "recovered", "quarantined")
+HOOK_EVENTS = (
+    "enqueued",
+    "started",
+    "finished",
+    "abandoned",
+    "retried",
+    "failed",
+    "recovered",
+    "quarantined",
+)
 
 
 class Hooks:

@@ -38,6 +38,9 @@ class Recorder(duly.Hook):
     def finished(self, record: JobRecord, outcome: Outcome, error: BaseException | None) -> None:
         self._add("finished", record.id, (outcome.kind, type(error).__name__ if error else None))
 
+    def abandoned(self, record: JobRecord, outcome: Outcome) -> None:
+        self._add("abandoned", record.id, outcome.kind)
+
     def retried(self, record: JobRecord, error: BaseException | None, run_at: float) -> None:
         self._add("retried", record.id, type(error).__name__)
 
@@ -166,6 +169,32 @@ def test_removed_hooks_are_not_called_and_only_hooks_are_accepted(app: duly.App)
     assert not app.hooks.watching("enqueued")
     with pytest.raises(TypeError, match=r"subclasses duly\.Hook"):
         app.add_hook(object())  # type: ignore[arg-type]
+
+
+def test_a_run_whose_outcome_is_not_kept_is_abandoned(app: duly.App, worker_thread, wait) -> None:
+    """A job cancelled while it runs: its run ends (``abandoned``), its outcome is not stored
+    (no ``finished``), so a gauge of runs in flight comes back down."""
+    recorder = app.add_hook(Recorder())
+    running, release = threading.Event(), threading.Event()
+
+    @app.task(name="t.long")
+    def long() -> str:
+        running.set()
+        release.wait(20)
+        return "done anyway"
+
+    job = long.enqueue()
+    with worker_thread(app):
+        assert running.wait(20)
+        assert app.cancel(job.id)
+        release.set()
+        wait(lambda: any(e == "abandoned" for e, _ in recorder.of(job.id)))
+    assert [e for e in recorder.of(job.id) if e[0] != "enqueued"] == [
+        ("started", 1),
+        ("abandoned", "succeeded"),
+    ]
+    info = app.get_job(job.id)
+    assert info is not None and (info.status, info.result) == ("cancelled", None)
 
 
 @pytest.mark.parametrize("max_lost", [3, 1], ids=["recovered", "quarantined"])

@@ -91,9 +91,11 @@ def test_a_worker_s_jobs_counted_by_task_queue_and_outcome(
         assert job.id not in text
 
 
+@pytest.mark.parametrize("cancelled", [False, True], ids=["finished", "cancelled"])
 def test_in_flight_counts_a_running_job(
-    app: duly.App, worker_thread: Callable[..., Any], wait: Callable[..., Any]
+    app: duly.App, worker_thread: Callable[..., Any], wait: Callable[..., Any], cancelled: bool
 ) -> None:
+    """Back to 0 when the run ends, also when its outcome is not kept (cancelled mid-run)."""
     registry = CollectorRegistry()
     hook = app.add_hook(PrometheusHook(registry, clock=app.clock))
     assert isinstance(hook, PrometheusHook)
@@ -109,10 +111,12 @@ def test_in_flight_counts_a_running_job(
     job = block.enqueue()
     with worker_thread(app):
         wait(lambda: in_flight() == 1)
+        if cancelled:
+            assert app.cancel(job.id)
         release.set()
         wait(lambda: in_flight() == 0)
     info = app.get_job(job.id)
-    assert info is not None and info.status == "succeeded"
+    assert info is not None and info.status == ("cancelled" if cancelled else "succeeded")
 
 
 def test_the_hook_without_prometheus_client_names_the_extra(

@@ -151,6 +151,9 @@ class PrometheusHook(Hook):
             self.duration.labels(record.task, record.queue).observe(elapsed)
         self._end(record.id)
 
+    def abandoned(self, record: JobRecord, outcome: Outcome) -> None:
+        self._end(record.id)  # the run ended here, whatever became of its outcome
+
     def recovered(self, job_id: str, requeued: bool) -> None:
         """Count a job taken back from a dead worker (its run ended, here if it ran here)."""
         self.recovered_total.inc()

@@ -91,6 +91,8 @@ class Outcomes:
                 failed_for_good = worker._report.ended(execution, outcome, ok)
                 if not ok:
                     await worker._report.not_applied(backend, execution)
+                    if hooks.watching("abandoned"):
+                        await hooks.emit("abandoned", execution.record, outcome)
                     continue
                 if tell_hooks:
                     await self._tell_hooks(execution.record, outcome, error)

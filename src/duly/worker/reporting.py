@@ -10,6 +10,7 @@ formatters. A succeeded run formats nothing unless DEBUG is enabled.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -143,6 +144,10 @@ class Reporter:
         if record is None:
             log.warning("recovered job %s from a dead worker", entry.id, extra={"job_id": entry.id})
         elif entry.requeued:
+            if record.status not in ("queued", "scheduled"):
+                # Read after the recovery, the job may already run again (a claim adds one
+                # attempt; a release takes it back): name the attempt that was lost.
+                record = dataclasses.replace(record, attempts=max(record.attempts - 1, 0))
             text = "recovered: attempt %s was lost with its worker (LostWorker: lease lapsed, "
             text += "lost %d time(s)); back at the head of queue %s"
             self._log(logging.WARNING, record, text, record.lost, record.queue)
