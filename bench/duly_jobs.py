@@ -2,7 +2,8 @@
 
 The worker imports ``bench.duly_jobs:app`` (URL from ``BENCH_DULY_URL``). Without a reachable
 bench Redis (``BENCH_COUNTER=none``, used for SQLite-only runs), ``noop`` does nothing and
-``stamp`` appends ``time.time()`` to the file ``BENCH_STAMP_FILE``.
+``stamp`` appends ``time.time()`` to the file ``BENCH_STAMP_FILE``. ``BENCH_METRICS=1`` adds
+a ``duly.observability.PrometheusHook`` (to measure what metrics cost a worker).
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ def _redis() -> Any:
 
 def make_app(url: str, namespace: str = "bench") -> duly.App:
     app = duly.App(url, namespace=namespace)
+    if os.environ.get("BENCH_METRICS") == "1":
+        from duly.observability import PrometheusHook
+
+        app.add_hook(PrometheusHook())
 
     @app.task(name="bench.noop")
     async def noop() -> None:
