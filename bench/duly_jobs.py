@@ -33,9 +33,11 @@ def _redis() -> Any:
 def make_app(url: str, namespace: str = "bench") -> duly.App:
     app = duly.App(url, namespace=namespace)
     if os.environ.get("BENCH_METRICS") == "1":
+        from prometheus_client import CollectorRegistry
+
         from duly.observability import PrometheusHook
 
-        app.add_hook(PrometheusHook())
+        app.add_hook(PrometheusHook(CollectorRegistry()))  # one per app: the bench makes several
 
     @app.task(name="bench.noop")
     async def noop() -> None:
