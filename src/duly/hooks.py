@@ -124,7 +124,9 @@ class Hooks:
 
     async def emit(self, event: str, *args: Any) -> None:
         """Call every hook watching ``event`` and await what they returned; errors are logged."""
-        await settle(event, self.call(event, *args))
+        pending = self.call(event, *args)
+        if pending:
+            await settle(event, pending)
 
 
 async def settle(event: str, pending: Sequence[Awaitable[None]]) -> None:

@@ -125,7 +125,16 @@ class PrometheusHook(Hook):
         )
         # Runs counted in flight, by job id (kept here, never a label): a run ends once even if
         # this hook saw its start but not its end (or the reverse), and the gauge never drifts.
-        self._running: dict[str, tuple[str, str]] = {}
+        self._running: dict[str, _Series] = {}
+        # The labelled children of each (task, queue): labels() takes a lock and builds a key
+        # on every call, too dear twice per job on a worker's hot path.
+        self._series: dict[tuple[str, str], _Series] = {}
+
+    def _of(self, task: str, queue: str) -> _Series:
+        series = self._series.get((task, queue))
+        if series is None:
+            series = self._series[(task, queue)] = _Series(self, task, queue)
+        return series
 
     def enqueued(self, jobs: Sequence[NewJob], results: Sequence[EnqueueResult]) -> None:
         """Count stored and deduplicated enqueues."""
@@ -137,18 +146,18 @@ class PrometheusHook(Hook):
         """Observe the queue wait and count the run in flight."""
         start = record.started_at if record.started_at is not None else self.clock.now()
         ready = max(record.enqueued_at, record.scheduled_for or 0.0)
-        self.queue_wait.labels(record.task, record.queue).observe(max(start - ready, 0.0))
+        series = self._of(record.task, record.queue)
+        series.queue_wait.observe(max(start - ready, 0.0))
         if record.id not in self._running:
-            self.in_flight.labels(record.task, record.queue).inc()
-        self._running[record.id] = (record.task, record.queue)
+            series.in_flight.inc()
+        self._running[record.id] = series
 
     def finished(self, record: JobRecord, outcome: Outcome, error: BaseException | None) -> None:
         """Count the outcome, observe the run's duration, end it in flight."""
-        kind = OUTCOME_LABELS.get(outcome.kind, outcome.kind)
-        self.jobs_total.labels(record.task, record.queue, kind).inc()
+        series = self._of(record.task, record.queue)
+        series.outcome(outcome.kind).inc()
         if record.started_at is not None:
-            elapsed = max(self.clock.now() - record.started_at, 0.0)
-            self.duration.labels(record.task, record.queue).observe(elapsed)
+            series.duration.observe(max(self.clock.now() - record.started_at, 0.0))
         self._end(record.id)
 
     def abandoned(self, record: JobRecord, outcome: Outcome) -> None:
@@ -164,9 +173,32 @@ class PrometheusHook(Hook):
         self.quarantined_total.labels(job.task, job.queue).inc()
 
     def _end(self, job_id: str) -> None:
-        labels = self._running.pop(job_id, None)
-        if labels is not None:
-            self.in_flight.labels(*labels).dec()
+        series = self._running.pop(job_id, None)
+        if series is not None:
+            series.in_flight.dec()
+
+
+class _Series:
+    """The metrics of one (task, queue), resolved once."""
+
+    __slots__ = ("_hook", "_outcomes", "duration", "in_flight", "queue", "queue_wait", "task")
+
+    def __init__(self, hook: PrometheusHook, task: str, queue: str) -> None:
+        self._hook, self.task, self.queue = hook, task, queue
+        self.queue_wait = hook.queue_wait.labels(task, queue)
+        self.in_flight = hook.in_flight.labels(task, queue)
+        self.duration = hook.duration.labels(task, queue)
+        self._outcomes: dict[str, Any] = {}
+
+    def outcome(self, kind: str) -> Any:
+        """The counter of stored outcomes of this kind."""
+        counter = self._outcomes.get(kind)
+        if counter is None:
+            label = OUTCOME_LABELS.get(kind, kind)
+            counter = self._outcomes[kind] = self._hook.jobs_total.labels(
+                self.task, self.queue, label
+            )
+        return counter
 
 
 def serve_metrics(
