@@ -8,7 +8,8 @@ transaction (``enqueue_on``, ``enqueue_on_async``) and on the sync pool of block
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Final, TypeVar
 
 import psycopg
@@ -257,10 +258,17 @@ class Enqueuing(Migrations):
         if not jobs:
             return []
         self._first_use.ensure_blocking()
-        try:
+        with self._on_callers_connection():
             return _run_plan(
                 conn, self._q, _enqueue_plan(jobs, self.channel, fresh=_outside_transaction(conn))
             )
+
+    @contextmanager
+    def _on_callers_connection(self) -> Iterator[None]:
+        """Translate the errors of an enqueue on the caller's connection: a missing table or
+        column means an unmigrated schema; a lost connection, an unavailable backend."""
+        try:
+            yield
         except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as exc:
             raise self._not_migrated(exc) from exc
         except _NOT_OUTAGES:
@@ -320,13 +328,7 @@ class Enqueuing(Migrations):
         if not jobs:
             return []
         await self._first_use.ensure()
-        try:
+        with self._on_callers_connection():
             return await _run_plan_async(
                 conn, self._q, _enqueue_plan(jobs, self.channel, fresh=_outside_transaction(conn))
             )
-        except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as exc:
-            raise self._not_migrated(exc) from exc
-        except _NOT_OUTAGES:
-            raise
-        except psycopg.OperationalError as exc:
-            raise self._unavailable(exc) from exc
