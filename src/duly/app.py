@@ -41,6 +41,7 @@ __all__ = ["App", "FailureCallback"]
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
+H = TypeVar("H", bound=Hook)
 
 #: ``callback(job, error)``: a job failed for good. May be sync or async.
 FailureCallback = Callable[[JobInfo, BaseException], Awaitable[None] | None]
@@ -318,8 +319,8 @@ class App:
         self.hooks.add(_FailureCallback(callback))
         return callback
 
-    def add_hook(self, hook: Hook) -> Hook:
-        """Call ``hook``'s methods on job events from now on (see ``duly.Hook``)."""
+    def add_hook(self, hook: H) -> H:
+        """Call ``hook``'s methods on job events from now on (see ``duly.Hook``); returns it."""
         self.hooks.add(hook)
         return hook
 

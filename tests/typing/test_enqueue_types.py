@@ -34,6 +34,16 @@ SOURCE = textwrap.dedent(
     add.enqueue(1)                   # error: missing argument
     greet.options(queue="q").enqueue(name=3)   # error: wrong type
     add.s(1, 2, 3)                   # error: too many arguments
+
+    @app.task(retires=2)             # error: not a task setting (TaskSettings)
+    def typo() -> None: ...
+
+    @app.task(queue=3)               # error: wrong type of a setting
+    def bad_queue() -> None: ...
+
+    class Counting(duly.Hook):
+        pass
+    counting: Counting = app.add_hook(Counting())   # add_hook returns the hook's own type
     """
 )
 
