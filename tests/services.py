@@ -8,8 +8,10 @@ through the root conftest).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
+from typing import Any
 
 import pytest
 
@@ -55,3 +57,19 @@ def require_service(kind: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"{problem}; CI must provide this service", pytrace=False)
     pytest.skip(problem)
+
+
+def claim_as(app: Any, job_id: str, worker: str, lease: float) -> None:
+    """Claim ``job_id`` (the next job of queue ``default``) for a worker process that is not
+    there: its lease ends ``lease`` seconds from now (negative: already lapsed, as if it died)."""
+
+    async def claim() -> None:
+        try:
+            backend = await app.backend()
+            now = app.clock.now()
+            [record] = await backend.claim(worker, ["default"], 1, now, now + lease)
+            assert record.id == job_id
+        finally:
+            await app.aclose()
+
+    asyncio.run(claim())

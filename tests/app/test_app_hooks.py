@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 import pytest
+from services import claim_as
 
 import duly
 from duly.records import EnqueueResult, JobRecord, NewJob, Outcome
@@ -206,16 +207,7 @@ def test_recovery_hooks(make_app, worker_thread, wait, max_lost: int) -> None:
 
     job = orphan.enqueue()
 
-    async def claim_for_a_dead_worker() -> None:
-        try:
-            backend = await app.backend()
-            now = app.clock.now()
-            [record] = await backend.claim("dead-worker", ["default"], 1, now, now - 1)
-            assert record.id == job.id
-        finally:
-            await app.aclose()
-
-    asyncio.run(claim_for_a_dead_worker())
+    claim_as(app, job.id, "dead-worker", lease=-1)
     ends = "succeeded" if max_lost > 1 else "failed"
     with worker_thread(app):
         wait(lambda: app.get_job(job.id).status == ends)

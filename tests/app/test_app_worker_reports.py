@@ -3,11 +3,11 @@ task's code, ``duly.testing.run_jobs`` refusing jobs it cannot find, and the wor
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
 import pytest
+from services import claim_as
 
 import duly
 import duly.testing
@@ -89,21 +89,6 @@ def test_run_jobs_refuses_a_job_it_cannot_find(app: duly.App, make_app, tmp_path
 
 
 # -- the worker's log (PRODUCT §10: every retry, failure, recovery and quarantine at WARNING+) --
-
-
-def _claim_as_dead_worker(app: duly.App, job_id: str) -> None:
-    """Claim ``job_id`` for a worker that dies at once: its lease has already lapsed."""
-
-    async def claim() -> None:
-        try:
-            backend = await app.backend()
-            now = app.clock.now()
-            [record] = await backend.claim("dead-worker", ["default"], 1, now, now - 1)
-            assert record.id == job_id
-        finally:
-            await app.aclose()
-
-    asyncio.run(claim())
 
 
 def _lines(caplog: pytest.LogCaptureFixture, job_id: str) -> list[logging.LogRecord]:
@@ -195,7 +180,7 @@ def test_a_job_recovered_from_a_dead_worker_is_logged(
         return "ok"
 
     job = orphan.enqueue()
-    _claim_as_dead_worker(app, job.id)
+    claim_as(app, job.id, "dead-worker", lease=-1)
     caplog.set_level(logging.INFO, logger="duly.worker")
     with worker_thread(app):
         wait(lambda: app.get_job(job.id).status == ends)

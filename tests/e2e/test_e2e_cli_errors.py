@@ -4,7 +4,6 @@ carries the whole record. Each test drives the real ``duly`` in a subprocess."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from e2e_harness import BACKENDS, E2E, require_service
+from services import claim_as
 from test_e2e_cli import COMMANDS, UNKNOWN_ID, one_clear_line
 
 import duly
@@ -333,16 +333,7 @@ def test_status_shows_every_field_and_each_attempts_error(e2e: E2E) -> None:
 def test_cancel_of_a_running_job_says_it_is_a_request(e2e: E2E) -> None:
     job = e2e.tasks.mark.enqueue(1)
 
-    async def claim_it() -> None:  # a worker that is running it (its lease has time left)
-        try:
-            backend = await e2e.app.backend()
-            now = e2e.app.clock.now()
-            [record] = await backend.claim("busy-worker", ["default"], 1, now, now + 600)
-            assert record.id == job.id
-        finally:
-            await e2e.app.aclose()
-
-    asyncio.run(claim_it())
+    claim_as(e2e.app, job.id, "busy-worker", lease=600)  # its worker runs it still
     done = e2e.cli("cancel", job.id)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"cancel requested for {job.id}: it is running"), done.stdout
