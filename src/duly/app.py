@@ -31,6 +31,7 @@ from duly.records import (
 from duly.registry import Registry, TaskSettings, WatchTaskSettings
 from duly.scheduler.periodic import CatchUp, Schedule
 from duly.task import Signature, Task, build_all, seconds
+from duly.transactions import Transactions
 from duly.watch import Watch, WatchConfig, WatchRecord
 
 if TYPE_CHECKING:
@@ -150,7 +151,9 @@ class App:
     PostgreSQL (schema). ``retention`` / ``failed_retention``: how long succeeded / failed jobs
     are kept (a task may set its own); ``stats_retention``: how long per-minute counters, and
     the records of workers that vanished, are kept; ``max_lost``: lost runs before a job is
-    quarantined; ``clock``: the time source (a ``ManualClock`` in tests).
+    quarantined; ``clock``: the time source (a ``ManualClock`` in tests); ``transactions``: a
+    web framework's transactions, for ``options(on_commit=True)`` and a framework's
+    ``connection=`` (see ``duly.transactions``; ``duly.contrib.django`` sets it).
     """
 
     def __init__(
@@ -165,6 +168,7 @@ class App:
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         max_lost: int = 3,
         clock: Clock | None = None,
+        transactions: Transactions | None = None,
     ) -> None:
         if backend is None:
             #: The URL as given (duly's own query parameters such as ``?namespace=`` included).
@@ -192,6 +196,10 @@ class App:
             raise ValueError("max_lost must be >= 1")
         self.max_lost = max_lost
         self.clock: Clock = clock or SystemClock()
+        if transactions is not None and not isinstance(transactions, Transactions):
+            kind = type(transactions).__name__
+            raise TypeError(f"transactions= takes a duly.transactions.Transactions, not {kind}")
+        self.transactions = transactions
         self.registry = Registry()
         #: The registered tasks by name.
         self.tasks = self.registry.tasks
@@ -376,6 +384,8 @@ class App:
         connection = next(iter(connections.values()), None)
         if connection is None:
             return None
+        if self.transactions is not None:
+            connection = self.transactions.driver_connection(connection)
         if not isinstance(self._template, TransactionalBackend):
             raise ConfigurationError(
                 "connection= (transactional enqueue) needs the PostgreSQL backend"
@@ -394,6 +404,11 @@ class App:
         if not sigs:
             return []
         built = build_all(sigs, self.clock.now())
+        if self._after_commit(sigs, built):
+            return [Job(self, j.id) for j in built]
+        return self._jobs(built, self._store(sigs, built))
+
+    def _store(self, sigs: Sequence[Signature], built: list[NewJob]) -> list[Any]:
         transactional = self._transactional(sigs)
         if transactional is not None:
             backend, connection = transactional
@@ -406,7 +421,23 @@ class App:
             pending = self.hooks.call("enqueued", built, results)
             if pending:
                 self._sync(settle("enqueued", pending))
-        return self._jobs(built, results)
+        return results
+
+    def _after_commit(self, sigs: Sequence[Signature], built: list[NewJob]) -> bool:
+        """With ``on_commit=True``: store ``built`` once the caller's transaction commits (the
+        handles returned now carry the ids the jobs will have); False otherwise."""
+        wanted = {s.options.on_commit for s in sigs}
+        if wanted == {False}:
+            return False
+        if len(wanted) > 1:
+            raise ValueError("enqueue_many: all signatures must share on_commit= (or none)")
+        if self.transactions is None:
+            raise ConfigurationError(
+                "on_commit=True needs an App that knows your framework's transactions "
+                "(duly.contrib.django's app, or App(transactions=...))"
+            )
+        self.transactions.on_commit(lambda: self._store(sigs, built))
+        return True
 
     async def enqueue_many_async(self, signatures: Iterable[Signature]) -> list[Job]:
         """Async twin of ``enqueue_many``."""
@@ -414,6 +445,8 @@ class App:
         if not sigs:
             return []
         built = build_all(sigs, self.clock.now())
+        if self._after_commit(sigs, built):  # the framework runs the callback, sync
+            return [Job(self, j.id) for j in built]
         transactional = self._transactional(sigs)
         if transactional is not None:
             backend, connection = transactional

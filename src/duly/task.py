@@ -138,10 +138,18 @@ class EnqueueOptions:
     key: str | None = None
     queue: str | None = None
     connection: Any = None
+    on_commit: bool = False
 
     def __post_init__(self) -> None:
         if self.delay is not None and self.at is not None:
             raise ValueError("give either delay= or at=, not both")
+        if not isinstance(self.on_commit, bool):
+            raise TypeError(f"on_commit must be True or False, got {self.on_commit!r}")
+        if self.on_commit and self.connection is not None:
+            raise ValueError(
+                "give connection= (enqueue inside the transaction) or on_commit=True "
+                "(enqueue after it commits), not both"
+            )
         if self.at is not None:
             if not isinstance(self.at, datetime):
                 raise TypeError(f"at= must be a datetime, got {self.at!r}")
@@ -236,9 +244,10 @@ class BoundTask(_Enqueuer[P, R]):
         key: str | None = None,
         queue: str | None = None,
         connection: Any = None,
+        on_commit: bool | None = None,
     ) -> BoundTask[P, R]:
         """Further options on top of these."""
-        changes = _option_changes(delay, at, priority, key, queue, connection)
+        changes = _option_changes(delay, at, priority, key, queue, connection, on_commit)
         return BoundTask(self.task, replace(self._options, **changes))
 
 
@@ -249,6 +258,7 @@ def _option_changes(
     key: str | None,
     queue: str | None,
     connection: Any,
+    on_commit: bool | None,
 ) -> dict[str, Any]:
     changes: dict[str, Any] = {
         "delay": None if delay is None else seconds(delay, "delay"),
@@ -257,6 +267,7 @@ def _option_changes(
         "key": key,
         "queue": queue,
         "connection": connection,
+        "on_commit": on_commit,
     }
     return {name: value for name, value in changes.items() if value is not None}
 
@@ -314,11 +325,14 @@ class Task(_Enqueuer[P, R]):
         key: str | None = None,
         queue: str | None = None,
         connection: Any = None,
+        on_commit: bool | None = None,
     ) -> BoundTask[P, R]:
         """Per-call options: ``delay`` (seconds or timedelta) or ``at`` (aware datetime),
         ``priority``, ``key`` (index jobs by an entity), ``queue``, ``connection`` (PostgreSQL:
-        enqueue inside the caller's transaction)."""
-        changes = _option_changes(delay, at, priority, key, queue, connection)
+        enqueue inside the caller's transaction), ``on_commit`` (enqueue once the caller's
+        transaction commits: an App that knows its framework's transactions, see
+        ``duly.contrib.django``)."""
+        changes = _option_changes(delay, at, priority, key, queue, connection, on_commit)
         return BoundTask(self, EnqueueOptions(**changes))
 
 

@@ -253,9 +253,12 @@ class Watch(Task[P, R]):
         delay: float | timedelta | None = None,
         priority: int | None = None,
         queue: str | None = None,
+        connection: Any = None,
+        on_commit: bool = False,
     ) -> BoundWatch[P, R]:
         """When the first check runs (``at`` an aware datetime, or ``delay``), rounded up to
-        the slot; ``priority`` and ``queue`` of its checks."""
+        the slot; ``priority`` and ``queue`` of its checks; ``connection`` / ``on_commit``:
+        start it inside / after the caller's transaction, as ``Task.options``."""
         if at is not None and delay is not None:
             raise ValueError("give either delay= or at=, not both")
         first: datetime | None = at
@@ -267,7 +270,10 @@ class Watch(Task[P, R]):
             if first.tzinfo is None:
                 raise ValueError("at= must be timezone-aware (e.g. datetime.now(UTC) + ...)")
             first = _utc(self.watch.round_up(first.timestamp()))
-        return BoundWatch(self, EnqueueOptions(at=first, priority=priority, queue=queue))
+        options = EnqueueOptions(
+            at=first, priority=priority, queue=queue, connection=connection, on_commit=on_commit
+        )
+        return BoundWatch(self, options)
 
     def start(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Start watching these arguments, first check now; if a watch of the same arguments is

@@ -1,0 +1,1 @@
+"""Orders: placed, watched until shipped (seed 004), confirmed by email."""
