@@ -30,11 +30,11 @@ def test_settings_build_the_app(tmp_path: Path) -> None:
 
 
 def test_bad_settings_are_named() -> None:
-    with pytest.raises(duly.ConfigurationError, match="unknown key.*RETRIES; known: URL"):
+    with pytest.raises(duly.ConfigurationError, match=r"unknown key\(s\) RETRIES; known: URL"):
         app_from_settings({"URL": "sqlite:///x.db", "RETRIES": 3})
     with pytest.raises(duly.ConfigurationError, match="must be a dict"):
         app_from_settings(["URL"])  # type: ignore[arg-type]
-    with pytest.raises(duly.ConfigurationError, match="unsupported|scheme|URL"):
+    with pytest.raises(duly.ConfigurationError, match=r"mysql"):
         app_from_settings({"URL": "mysql://db/app"})
 
 
