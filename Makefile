@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo test lint typecheck unit chaos bench clean
+.PHONY: install demo test lint typecheck unit chaos bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
+## The documentation site (MkDocs, strict: a warning fails) into site/; `mkdocs serve` to browse.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 ## Long fault-injection scenarios (issue 3); prints one table.
 chaos: install
 	$(PY) -m chaos.run
@@ -40,4 +44,4 @@ bench: install
 	bash bench/setup.sh && bench/.venv/bin/python bench/run.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache duly.db duly.db-*
+	rm -rf $(VENV) site .mypy_cache .ruff_cache .pytest_cache duly.db duly.db-*

@@ -62,8 +62,8 @@ class Block:
 
 
 def doc_files() -> list[Path]:
-    """README.md and docs/*.md: the docs whose code must run."""
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    """README.md and docs/**/*.md: the docs whose code must run."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def parse(path: Path, text: str | None = None) -> list[Block]:
