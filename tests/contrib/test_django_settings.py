@@ -42,3 +42,22 @@ def test_a_plain_connection_passes_through() -> None:
     """Only Django's connection objects are unwrapped (a psycopg connection passes as is)."""
     marker = object()
     assert DjangoTransactions().driver_connection(marker) is marker
+
+
+def test_sync_tasks_are_registered_once_and_async_ones_as_they_are(tmp_path: Path) -> None:
+    app = app_from_settings({"URL": f"sqlite:///{tmp_path}/jobs.db"})
+
+    def report(n: int) -> int:
+        return n
+
+    async def fetch(n: int) -> int:
+        return n
+
+    try:
+        task = app.task(name="t.report")(report)
+        assert app.task(name="t.report")(report) is not None  # the same function again: fine
+        assert app.tasks is app.registry.tasks and app.tasks["t.report"] is task
+        assert task(3) == 3 and task.__wrapped__ is not report  # wrapped (see _connections)
+        assert app.task(fetch).fn is fetch
+    finally:
+        app.close()

@@ -210,3 +210,35 @@ def test_an_unshipped_order_is_reminded_then_escalated(shop: Shop) -> None:
     assert report["stopped"] is True
     assert report["emails"] == [["confirmation", "escalation", "reminder"], ["confirmation"]]
     assert report["history"] == [["done", None, 2], ["stopped", "stopped", 0]]
+
+
+CONNECTIONS = (
+    SETUP
+    + """
+import duly.testing
+
+
+@app.task(name="probe.fresh_connection")
+def fresh_connection() -> bool:
+    fresh = connection.connection is None
+    Order.objects.count()  # opens this thread's connection
+    return fresh
+
+
+jobs = [fresh_connection.enqueue() for _ in range(3)]
+duly.testing.run_jobs(app, jobs, concurrency=1)  # one thread runs all three
+Order.objects.count()
+print(json.dumps({
+    "in_jobs": [app.get_job(j.id).result for j in jobs],
+    "called_directly": fresh_connection(),  # outside a worker: left alone
+}))
+"""
+)
+
+
+def test_each_run_of_a_sync_task_starts_and_ends_with_fresh_connections(shop: Shop) -> None:
+    """As a request does: a worker thread never reuses a connection past ``CONN_MAX_AGE``
+    (0 here), so a connection broken by a database restart cannot fail its later tasks."""
+    assert shop.manage("migrate", "--verbosity", "0").returncode == 0
+    report = shop.driver(CONNECTIONS)
+    assert report == {"in_jobs": [True, True, True], "called_directly": False}

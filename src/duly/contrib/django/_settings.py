@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from duly.app import App
+from duly.contrib.django._connections import DjangoRegistry
 from duly.contrib.django._transactions import DjangoTransactions
 from duly.errors import ConfigurationError
 
@@ -39,4 +40,8 @@ def app_from_settings(config: dict[str, Any] | None = None) -> App:
         raise ConfigurationError(f"settings.DULY: unknown key(s) {names}; known: {known}")
     kwargs = {SETTINGS[name]: value for name, value in config.items() if name in SETTINGS}
     transactions = DjangoTransactions(using=config.get("DATABASE", "default"))
-    return App(**kwargs, transactions=transactions)
+    app = App(**kwargs, transactions=transactions)
+    # Sync tasks close Django's stale connections around each run (see _connections).
+    app.registry = DjangoRegistry()
+    app.tasks, app.schedules = app.registry.tasks, app.registry.schedules
+    return app
