@@ -56,7 +56,7 @@ def test_sync_tasks_are_registered_once_and_async_ones_as_they_are(tmp_path: Pat
     try:
         task = app.task(name="t.report")(report)
         assert app.task(name="t.report")(report) is not None  # the same function again: fine
-        assert app.tasks is app.registry.tasks and app.tasks["t.report"] is task
+        assert app.tasks is app.registry.tasks and app.tasks["t.report"].fn is task.fn
         assert task(3) == 3 and task.__wrapped__ is not report  # wrapped (see _connections)
         assert app.task(fetch).fn is fetch
     finally:
