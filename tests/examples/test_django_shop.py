@@ -75,6 +75,14 @@ try:
         report["connection_rollback"] = app.get_job(dropped.id) is None
 except duly.ConfigurationError as exc:
     report["connection"] = str(exc)
+
+# call_command: a non-zero exit of the duly command is a CommandError
+from django.core.management import CommandError, call_command
+call_command("duly", "queues")
+try:
+    call_command("duly", "status", "01NOSUCHJOB00000000000000")
+except CommandError as exc:
+    report["call_command"] = [str(exc), exc.returncode]
 print(json.dumps(report))
 """
 )
@@ -183,6 +191,8 @@ def test_orders_and_their_jobs_commit_together(shop: Shop) -> None:
     else:
         assert "PostgreSQL only" in report["connection"]
         assert "on_commit=True" in report["connection"]
+
+    assert report["call_command"] == ["duly status 01NOSUCHJOB00000000000000: exit 1", 1]
 
     # manage.py duly ...: the worker finds the tasks of the project's apps
     ran = shop.manage("duly", "worker", "--burst", "--processes", "1")
