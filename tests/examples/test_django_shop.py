@@ -195,7 +195,8 @@ def test_orders_and_their_jobs_commit_together(shop: Shop) -> None:
     assert report["call_command"] == ["duly status 01NOSUCHJOB00000000000000: exit 1", 1]
 
     # manage.py duly ...: the worker finds the tasks of the project's apps
-    ran = shop.manage("duly", "worker", "--burst", "--processes", "1")
+    # (two processes: each child imports the project's App without Django started)
+    ran = shop.manage("duly", "worker", "--burst", "--processes", "2")
     assert ran.returncode == 0, ran.stderr
     listed = shop.manage("duly", "jobs", "--json", "--task", "orders.tasks.send_confirmation")
     assert listed.returncode == 0, listed.stderr

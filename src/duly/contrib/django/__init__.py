@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DjangoTransactions", "app", "app_from_settings", "get_app"]
 
-_lock = threading.Lock()
+_lock = threading.RLock()
 _app: App | None = None
 
 
@@ -48,7 +48,9 @@ def get_app() -> App:
     global _app
     with _lock:
         if _app is None:
+            # Setting Django up imports the tasks modules, which get the App: re-entrantly.
             _setup_django()
+        if _app is None:
             _app = app_from_settings()
         return _app
 
