@@ -69,6 +69,14 @@ def _wait(condition: object, what: str, timeout: float = _STARTUP_TIMEOUT) -> No
         time.sleep(0.1)
 
 
+def _fields(info: str) -> dict[str, str]:
+    return dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
+
+
+def _field(info: str, name: str) -> str:
+    return _fields(info)[name].strip()
+
+
 class _Processes:
     """The redis-server processes of one topology, by port."""
 
@@ -187,6 +195,21 @@ class LocalCluster:
                 if low.isdigit() and int(low) <= slot <= int(high or low):
                     return int(fields[1].split(":")[1].split("@")[0])
         raise RuntimeError(f"no primary serves slot {slot}")
+
+    def wait_replicated(self, primary: int, timeout: float = _STARTUP_TIMEOUT) -> None:
+        """Wait until every replica of ``primary`` has every write ``primary`` had just now."""
+        info = _cli(primary, "INFO", "replication")
+        offset = int(_field(info, "master_repl_offset"))
+
+        def caught_up() -> bool:
+            info = _cli(primary, "INFO", "replication")
+            replicas = [v for k, v in _fields(info).items() if k.startswith("slave")]
+            return len(replicas) >= self.replicas and all(
+                int(dict(kv.split("=") for kv in r.split(","))["offset"]) >= offset
+                for r in replicas
+            )
+
+        _wait(caught_up, f"the replicas of {primary} to catch up", timeout)
 
     def alive_port(self) -> int:
         for port, proc in self._procs.procs.items():
