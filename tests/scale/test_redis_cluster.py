@@ -10,7 +10,6 @@ from collections.abc import Iterator
 import pytest
 from conftest import Ran, WorkerThread, enqueue_until_accepted, recording_app
 
-import duly
 from chaos.redis_topologies import LocalCluster
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("topology_tools")]
@@ -59,9 +58,7 @@ def test_namespaces_spread_over_the_masters(cluster: str) -> None:
     host, port = cluster.removeprefix("redis+cluster://").split(",")[0].split(":")
     client = RedisCluster(host=host, port=int(port))
     try:
-        owners = {
-            client.get_node_from_key(Keyspace(f"tenant{i}").all).name for i in range(12)
-        }
+        owners = {client.get_node_from_key(Keyspace(f"tenant{i}").all).name for i in range(12)}
         slots = {client.keyslot(Keyspace("tenant0").job(x)) for x in ("a", "b", "c")}
     finally:
         client.close()
