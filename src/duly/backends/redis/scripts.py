@@ -31,6 +31,8 @@ __all__ = ["ENQUEUE_CHUNK", "Script", "Scripts"]
 
 #: Jobs per enqueue script call; a bigger batch is sent as several calls in one pipeline.
 ENQUEUE_CHUNK: Final = 500
+#: Job hashes queue_ages.lua reads at most per queue (see its header).
+AGES_BUDGET: Final = 1000
 #: Seconds a per-minute counter bucket lives in Redis (24 h of history + slack).
 COUNTER_TTL: Final = 25 * 3600
 
@@ -120,6 +122,7 @@ class Scripts:
         self.purge_script = Script("purge")
         self.list_script = Script("list_jobs")
         self.rate_script = Script("reserve_rate")
+        self.ages_script = Script("queue_ages")
         self.all = (
             self.enqueue_script,
             self.claim_script,
@@ -132,6 +135,7 @@ class Scripts:
             self.purge_script,
             self.list_script,
             self.rate_script,
+            self.ages_script,
         )
 
         self.pipeline = AutoPipeline()
@@ -426,3 +430,10 @@ class Scripts:
             ],
         )
         return list(zip(reply[::2], reply[1::2], strict=True))
+
+    async def queue_ages(self, client: Redis, queues: Sequence[str]) -> list[bytes | None]:
+        """Per queue: the ready time of its longest-waiting claimable job, or None."""
+        reply = await self._call(
+            self.ages_script, client, (), [self.keys.prefix, AGES_BUDGET, *queues]
+        )
+        return [raw or None for raw in reply]
