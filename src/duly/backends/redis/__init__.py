@@ -295,7 +295,8 @@ class RedisBackend:
                     pipe.zcard(k.ready(name))
                 pipe.hgetall(k.queue_counts)
                 *ready, counts = await pipe.execute()
-        return codec.queue_stats(names, ready, counts)
+            ages = await self._scripts.queue_ages(client, names)
+        return codec.queue_stats(names, ready, counts, ages)
 
     async def stats(self, since: float) -> list[StatRow]:
         k = self.keys

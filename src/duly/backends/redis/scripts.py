@@ -32,6 +32,8 @@ __all__ = ["ENQUEUE_CHUNK", "Script", "Scripts"]
 
 #: Jobs per enqueue script call; a bigger batch is sent as several calls in one pipeline.
 ENQUEUE_CHUNK: Final = 500
+#: Job hashes queue_ages.lua reads at most per queue (see its header).
+AGES_BUDGET: Final = 1000
 #: Seconds a per-minute counter bucket lives in Redis (24 h of history + slack).
 COUNTER_TTL: Final = 25 * 3600
 
@@ -123,6 +125,7 @@ class Scripts:
         self.purge_script = Script("purge")
         self.list_script = Script("list_jobs")
         self.rate_script = Script("reserve_rate")
+        self.ages_script = Script("queue_ages")
         self.all = (
             self.enqueue_script,
             self.claim_script,
@@ -135,6 +138,7 @@ class Scripts:
             self.purge_script,
             self.list_script,
             self.rate_script,
+            self.ages_script,
         )
 
         self.pipeline = AutoPipeline()
@@ -453,3 +457,11 @@ class Scripts:
             ],
         )
         return list(zip(reply[::2], reply[1::2], strict=True))
+
+    async def queue_ages(self, client: Client, queues: Sequence[str]) -> list[bytes | None]:
+        """Per queue: the ready time of its longest-waiting claimable job, or None."""
+        # KEYS[1] only routes the call to the namespace's slot (on a cluster).
+        route = (self.keys.queues,)
+        args: list[Value] = [self.keys.prefix, AGES_BUDGET, *queues]
+        reply = await self._call(self.ages_script, client, route, args)
+        return [raw or None for raw in reply]
