@@ -30,6 +30,14 @@ key                     type    content
 ``rl:<key>``            string  a rate limit's GCRA state ``"<tat> <floor>"`` (see
                                 reserve_rate.lua); expires (SET PX) when ``tat`` passes by the
                                 reserving caller's clock (a passed ``tat`` equals no state)
+``ev``                  stream  one entry per job state change (see "Events" below)
+``ev:k:<key>``          stream  the entries of ``ev`` of jobs with ``key``, same ids; MAXLEN
+                                ~1000, EXPIRE 7 days after its last entry
+``g:<id>``              hash    a group: ``n`` members, ``left`` not settled, ``succeeded`` /
+                                ``failed`` / ``cancelled`` counts, ``at`` created, ``ret``
+                                retention (s), ``k`` key, ``cb`` = 1 with a callback, ``done``
+                                completed_at; EXPIRE ``ret`` once complete
+``gs:<id>``             set     member ids whose outcome the group counted (once each)
 ``wake`` (channel)      pubsub  a queue name is published when a job may be claimable in it
 ======================  ======  ================================================================
 
@@ -41,7 +49,8 @@ or ran ``again``), ``b`` started at, ``f`` finished_at, ``o`` result (raw bytes)
 ``c`` (only on a ``running`` job whose cancel was requested) the expire_at it gets when it
 ends ``cancelled`` ('' = none);
 concurrency control (absent for a plain job): ``u`` unique key (see below), ``U`` = ``1`` if the
-hold ends at start, ``ux`` hold expiry, ``g`` gate, ``G`` gate limit. Times are Python
+hold ends at start, ``ux`` hold expiry, ``g`` gate, ``G`` gate limit; ``gp`` the group of a
+group member. Times are Python
 ``repr(float)`` strings, so they read back exactly.
 
 Invariants every script keeps: a job is ``queued`` iff its id is in exactly one ``q:<queue>`` or
@@ -68,6 +77,16 @@ for jobs handed back (recovered orphans, released jobs) so they go first within 
 ZPOPMIN then yields: higher priority first, handed-back first, FIFO, ties by id. Every score is
 an integer below 2**53, so doubles hold it exactly.
 
+Events: every script that changes a job's status (or stores a job) XADDs one ``ev`` entry
+``{j: id, s: new status, t: task, q: queue[, k: key]}`` in the same script (``emit`` in
+``lua/_common.lua``) and trims ``ev`` to ~100 000 entries at its end; purge trims entries
+older than the stats retention (by the server clock: entry ids are server times).
+
+Groups: a member's first outcome (succeeded, failed, cancelled) is added to ``gs:<id>`` and
+counted in ``g:<id>`` by the script that records it (``settle_member``); the one that leaves
+none pending sets ``done`` and moves the callback job (id = the group's id, ``scheduled``
+with no ``d`` until then, in no index) to its ready zset.
+
 Lua scripts receive the prefix (``{<namespace>}:``) as ``ARGV[1]`` and build the per-id keys
 (``j:``, ``q:``, ``k:``, ``s:``, ``gr:``, ``gw:``, ``rl:``) with the helpers in
 ``lua/_common.lua``, which mirror the methods below; the backend tests check both sides agree.
@@ -93,6 +112,7 @@ class Keyspace:
         "all",
         "counter_minutes",
         "due",
+        "events",
         "expiry",
         "namespace",
         "pattern",
@@ -122,6 +142,7 @@ class Keyspace:
         self.worker_info = p + "wi"
         self.unique = p + "u"
         self.wake = p + "wake"
+        self.events = p + "ev"
 
     def job(self, job_id: str) -> str:
         return f"{self.prefix}j:{job_id}"
@@ -146,3 +167,9 @@ class Keyspace:
 
     def rate(self, key: str) -> str:
         return f"{self.prefix}rl:{key}"
+
+    def key_events(self, key: str) -> str:
+        return f"{self.prefix}ev:k:{key}"
+
+    def group(self, group_id: str) -> str:
+        return f"{self.prefix}g:{group_id}"

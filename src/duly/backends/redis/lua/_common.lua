@@ -100,6 +100,68 @@ local function free_gate(gate, id, counts, woken)
   unpark(gate, counts, woken)
 end
 
+-- Events (keys.py, "Events"): every job state change appends one entry to the `ev` stream in
+-- the script that makes the change: j job id, s new status, t task, q queue, k key (if any).
+-- The entry id (server ms-seq, so increasing) is the event id; a job with a key also gets the
+-- entry, under the same id, in its key's stream ev:k:<key> (what events(key=) reads). Scripts
+-- call trim_events() once at their end: `ev` keeps about EVENTS_MAXLEN entries (and purge
+-- trims it by age); a key's stream keeps KEY_EVENTS_MAXLEN and lives KEY_EVENTS_TTL seconds
+-- after its last event.
+local EVENTS_MAXLEN = 100000
+local KEY_EVENTS_MAXLEN = 1000
+local KEY_EVENTS_TTL = 604800
+local emitted = 0
+local function emit(id, status, task, queue, key)
+  emitted = emitted + 1
+  if key and key ~= '' then
+    local eid = redis.call('XADD', PREFIX .. 'ev', '*', 'j', id, 's', status, 't', task,
+      'q', queue, 'k', key)
+    local kk = PREFIX .. 'ev:k:' .. key
+    -- pcall: a key stream whose top is newer (only if `ev` itself was deleted and the clock
+    -- went back) must not abort the script half-way.
+    redis.pcall('XADD', kk, 'MAXLEN', '~', KEY_EVENTS_MAXLEN, eid, 'j', id, 's', status,
+      't', task, 'q', queue, 'k', key)
+    redis.call('EXPIRE', kk, KEY_EVENTS_TTL)
+  else
+    redis.call('XADD', PREFIX .. 'ev', '*', 'j', id, 's', status, 't', task, 'q', queue)
+  end
+end
+local function trim_events()
+  if emitted > 0 then redis.call('XTRIM', PREFIX .. 'ev', 'MAXLEN', '~', EVENTS_MAXLEN) end
+end
+
+-- Groups (keys.py, "Groups"): g:<id> hash {n total, left, succeeded, failed, cancelled, at
+-- created, ret retention s, k key, cb '1' with a callback, done completed_at}; gs:<id> the set
+-- of members whose outcome was counted. A member job's `gp` field names its group.
+local function group_key(id) return PREFIX .. 'g:' .. id end
+local function group_settled_key(id) return PREFIX .. 'gs:' .. id end
+
+-- Member `id` of `group` reached `status` (succeeded, failed or cancelled) at `now`. Only its
+-- first outcome counts (SADD); the one that leaves none pending completes the group (done =
+-- now, kept `ret` seconds more) and makes its callback job (id = the group's) `queued` at its
+-- FIFO place, its queue woken (`woken`).
+local function settle_member(group, id, status, now, woken)
+  if redis.call('SADD', group_settled_key(group), id) == 0 then return end
+  local gk = group_key(group)
+  redis.call('HINCRBY', gk, status, 1)
+  if redis.call('HINCRBY', gk, 'left', -1) > 0 then return end
+  redis.call('HSET', gk, 'done', now)
+  local f = redis.call('HMGET', gk, 'ret', 'cb')
+  local ttl = math.ceil(tonumber(f[1]) or 86400)
+  redis.call('EXPIRE', gk, ttl)
+  redis.call('EXPIRE', group_settled_key(group), ttl)
+  if not f[2] then return end
+  local cj = job_key(group)
+  local c = redis.call('HMGET', cj, 's', 'd', 'q', 'r', 'e', 't', 'k')
+  if c[1] == 'scheduled' and not c[2] then
+    redis.call('HSET', cj, 's', 'queued', 'd', now)
+    redis.call('ZADD', ready_key(c[3]), fifo_score(c[4], c[5]), group)
+    redis.call('HINCRBY', PREFIX .. 'qc', c[3] .. SEP .. 's', -1)
+    woken[c[3]] = true
+    emit(group, 'queued', c[6], c[3], c[7])
+  end
+end
+
 -- A running job whose cancel was requested (its `c` field = the expire_at it gets, '' = none;
 -- see cancel.lua) ends `cancelled` at `now`, whatever its run did: it leaves `run` (`run_key`),
 -- loses its lease, rate slot and request, joins s:cancelled and (with an expire_at) `exp_key`;
@@ -120,4 +182,7 @@ local function end_cancelled(run_key, exp_key, unique_hash, id, queue, gate, uni
     end_hold(unique_hash, id, unique, not hold_expired(redis.call('HGET', jk, 'ux'), now))
   end
   if gate then free_gate(gate, id, counts, woken) end
+  local f = redis.call('HMGET', jk, 't', 'k', 'gp')
+  emit(id, 'cancelled', f[1], queue, f[2])
+  if f[3] then settle_member(f[3], id, 'cancelled', now, woken) end
 end

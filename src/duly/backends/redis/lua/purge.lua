@@ -6,6 +6,8 @@
 -- ARGV[4] counter cutoff: buckets whose minute is < this value are deleted
 -- ARGV[5] worker cutoff: workers last seen before this time are forgotten (they died without
 --         unregistering), at most 1000 per call
+-- ARGV[6] events age (s): `ev` entries older than that by the server's clock (their ids are
+--         server times) are trimmed, like counters; the count bound is kept by each writer
 -- Returns the number of jobs deleted.
 --
 -- Takes up to `limit` ids of `exp` with expire_at <= now. A job that is still finished is
@@ -39,4 +41,7 @@ for _, worker in ipairs(gone) do
   redis.call('ZREM', KEYS[4], worker)
   redis.call('HDEL', KEYS[5], worker)
 end
+local t = redis.call('TIME')
+local cutoff = math.floor(tonumber(t[1]) - tonumber(ARGV[6])) * 1000
+if cutoff > 0 then redis.call('XTRIM', PREFIX .. 'ev', 'MINID', '~', cutoff) end
 return deleted
