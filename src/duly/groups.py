@@ -136,7 +136,9 @@ def build_group(
         built = _member(sig.build(now), key, "on_complete")
         # Runs when the group completes: its own delay would be meaningless.
         callback = dataclasses.replace(built, id=group_id, scheduled_for=built.enqueued_at)
-    group = NewGroup(group_id, key, now, app.retention, callback)
+    # Kept as long as a member may be (a failed one): its retry must still find it counted.
+    retention = max(app.retention, app.failed_retention)
+    group = NewGroup(group_id, key, now, retention, callback)
     return group, members
 
 

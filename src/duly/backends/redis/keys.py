@@ -31,8 +31,9 @@ key                     type    content
                                 reserve_rate.lua); expires (SET PX) when ``tat`` passes by the
                                 reserving caller's clock (a passed ``tat`` equals no state)
 ``ev``                  stream  one entry per job state change (see "Events" below)
-``ev:k:<key>``          stream  the entries of ``ev`` of jobs with ``key``, same ids; MAXLEN
-                                ~1000, EXPIRE 7 days after its last entry
+``ev:k:<key>``          stream  the entries of ``ev`` of jobs with ``key``, same ids; EXPIRE 7
+                                days after its last entry
+``ev:floor``            string  the lowest event counter purge's age limit keeps
 ``g:<id>``              hash    a group: ``n`` members, ``left`` not settled, ``succeeded`` /
                                 ``failed`` / ``cancelled`` counts, ``at`` created, ``ret``
                                 retention (s), ``k`` key, ``cb`` = 1 with a callback, ``done``
@@ -78,9 +79,10 @@ ZPOPMIN then yields: higher priority first, handed-back first, FIFO, ties by id.
 an integer below 2**53, so doubles hold it exactly.
 
 Events: every script that changes a job's status (or stores a job) XADDs one ``ev`` entry
-``{j: id, s: new status, t: task, q: queue[, k: key]}`` in the same script (``emit`` in
-``lua/_common.lua``) and trims ``ev`` to ~100 000 entries at its end; purge trims entries
-older than the stats retention (by the server clock: entry ids are server times).
+``0-<n>`` ``{j: id, s: new status, t: task, q: queue, a: server ms[, k: key]}`` in the same
+script (``emit`` in ``lua/_common.lua``; ``n`` counts every event, so ids are contiguous), and
+keeps the last 100 000 at least; purge trims entries older than the stats retention and
+raises ``ev:floor``. ``streams.py`` reads them.
 
 Groups: a member's first outcome (succeeded, failed, cancelled) is added to ``gs:<id>`` and
 counted in ``g:<id>`` by the script that records it (``settle_member``); the one that leaves
@@ -113,6 +115,7 @@ class Keyspace:
         "counter_minutes",
         "due",
         "events",
+        "events_floor",
         "expiry",
         "namespace",
         "pattern",
@@ -143,6 +146,7 @@ class Keyspace:
         self.unique = p + "u"
         self.wake = p + "wake"
         self.events = p + "ev"
+        self.events_floor = p + "ev:floor"
 
     def job(self, job_id: str) -> str:
         return f"{self.prefix}j:{job_id}"

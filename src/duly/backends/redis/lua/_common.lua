@@ -101,33 +101,43 @@ local function free_gate(gate, id, counts, woken)
 end
 
 -- Events (keys.py, "Events"): every job state change appends one entry to the `ev` stream in
--- the script that makes the change: j job id, s new status, t task, q queue, k key (if any).
--- The entry id (server ms-seq, so increasing) is the event id; a job with a key also gets the
--- entry, under the same id, in its key's stream ev:k:<key> (what events(key=) reads). Scripts
--- call trim_events() once at their end: `ev` keeps about EVENTS_MAXLEN entries (and purge
--- trims it by age); a key's stream keeps KEY_EVENTS_MAXLEN and lives KEY_EVENTS_TTL seconds
--- after its last event.
-local EVENTS_MAXLEN = 100000
-local KEY_EVENTS_MAXLEN = 1000
+-- the script that makes the change: j job id, s new status, t task, q queue, a server time
+-- (ms), k key (if any). Entry ids are 0-<n>: n counts every event ever (Redis picks n, one
+-- more each time), so ids are contiguous and a reader can tell what it missed. A job with a
+-- key also gets the entry, under the same id, in its key's stream ev:k:<key> (what
+-- events(key=) reads), which lives KEY_EVENTS_TTL seconds after its last event. Retention:
+-- entries with n >= max(last n - EVENTS_KEPT, GET ev:floor) are always kept (the "floor"; purge
+-- raises ev:floor to trim by age); trimming below it is approximate (~, whole nodes), and a
+-- reader resuming below the floor is told it was trimmed. Scripts call trim_events() at their end.
+local EVENTS_KEPT = 100000
 local KEY_EVENTS_TTL = 604800
-local emitted = 0
+local event_ms = nil
+local last_event = nil
 local function emit(id, status, task, queue, key)
-  emitted = emitted + 1
+  if event_ms == nil then
+    local t = redis.call('TIME')
+    event_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
   if key and key ~= '' then
-    local eid = redis.call('XADD', PREFIX .. 'ev', '*', 'j', id, 's', status, 't', task,
-      'q', queue, 'k', key)
+    local eid = redis.call('XADD', PREFIX .. 'ev', '0-*', 'j', id, 's', status, 't', task,
+      'q', queue, 'a', event_ms, 'k', key)
     local kk = PREFIX .. 'ev:k:' .. key
-    -- pcall: a key stream whose top is newer (only if `ev` itself was deleted and the clock
-    -- went back) must not abort the script half-way.
-    redis.pcall('XADD', kk, 'MAXLEN', '~', KEY_EVENTS_MAXLEN, eid, 'j', id, 's', status,
-      't', task, 'q', queue, 'k', key)
+    redis.call('XADD', kk, eid, 'j', id, 's', status, 't', task, 'q', queue, 'a', event_ms,
+      'k', key)
     redis.call('EXPIRE', kk, KEY_EVENTS_TTL)
+    local n = tonumber(string.sub(eid, 3))
+    if n > EVENTS_KEPT then redis.call('XTRIM', kk, 'MINID', '~', '0-' .. (n - EVENTS_KEPT)) end
+    last_event = n
   else
-    redis.call('XADD', PREFIX .. 'ev', '*', 'j', id, 's', status, 't', task, 'q', queue)
+    local eid = redis.call('XADD', PREFIX .. 'ev', '0-*', 'j', id, 's', status, 't', task,
+      'q', queue, 'a', event_ms)
+    last_event = tonumber(string.sub(eid, 3))
   end
 end
 local function trim_events()
-  if emitted > 0 then redis.call('XTRIM', PREFIX .. 'ev', 'MAXLEN', '~', EVENTS_MAXLEN) end
+  if last_event and last_event > EVENTS_KEPT then
+    redis.call('XTRIM', PREFIX .. 'ev', 'MINID', '~', '0-' .. (last_event - EVENTS_KEPT))
+  end
 end
 
 -- Groups (keys.py, "Groups"): g:<id> hash {n total, left, succeeded, failed, cancelled, at
@@ -139,10 +149,12 @@ local function group_settled_key(id) return PREFIX .. 'gs:' .. id end
 -- Member `id` of `group` reached `status` (succeeded, failed or cancelled) at `now`. Only its
 -- first outcome counts (SADD); the one that leaves none pending completes the group (done =
 -- now, kept `ret` seconds more) and makes its callback job (id = the group's) `queued` at its
--- FIFO place, its queue woken (`woken`).
+-- FIFO place, its queue woken (`woken`). A member of a group already deleted counts nowhere.
 local function settle_member(group, id, status, now, woken)
-  if redis.call('SADD', group_settled_key(group), id) == 0 then return end
   local gk = group_key(group)
+  -- A group past its retention is gone: a member outliving it (a later retry) counts nowhere.
+  if redis.call('EXISTS', gk) == 0 then return end
+  if redis.call('SADD', group_settled_key(group), id) == 0 then return end
   redis.call('HINCRBY', gk, status, 1)
   if redis.call('HINCRBY', gk, 'left', -1) > 0 then return end
   redis.call('HSET', gk, 'done', now)

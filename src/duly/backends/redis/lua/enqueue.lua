@@ -54,6 +54,24 @@ local group = ARGV[3]
 local members = 0
 local position = 0
 local h = group == '' and 4 or 7
+
+-- A group is all or none: a job id already stored (a resend) stores nothing of it.
+if group ~= '' then
+  local clash = {}
+  local at, p = h, 0
+  while at <= #ARGV do
+    local i = at + (ARGV[at + 8] == '' and 9 or 14)
+    for _ = 1, tonumber(ARGV[at]) do
+      p = p + 1
+      if redis.call('EXISTS', job_key(ARGV[i])) == 1 then
+        clash[#clash + 1], clash[#clash + 2] = p, ARGV[i]
+      end
+      i = i + 2
+    end
+    at = i
+  end
+  if #clash > 0 then return clash end
+end
 while h <= #ARGV do
   local n, task, queue, max_attempts = tonumber(ARGV[h]), ARGV[h + 1], ARGV[h + 2], ARGV[h + 3]
   local key, priority, enqueued_at, scheduled_for = ARGV[h + 4], ARGV[h + 5], ARGV[h + 6], ARGV[h + 7]

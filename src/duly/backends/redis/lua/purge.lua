@@ -6,8 +6,8 @@
 -- ARGV[4] counter cutoff: buckets whose minute is < this value are deleted
 -- ARGV[5] worker cutoff: workers last seen before this time are forgotten (they died without
 --         unregistering), at most 1000 per call
--- ARGV[6] events age (s): `ev` entries older than that by the server's clock (their ids are
---         server times) are trimmed, like counters; the count bound is kept by each writer
+-- ARGV[6] events age (s): `ev` entries older than that by the server's clock are trimmed (the
+--         count bound is kept by each writer, see "Events" in _common.lua)
 -- Returns the number of jobs deleted.
 --
 -- Takes up to `limit` ids of `exp` with expire_at <= now. A job that is still finished is
@@ -41,7 +41,29 @@ for _, worker in ipairs(gone) do
   redis.call('ZREM', KEYS[4], worker)
   redis.call('HDEL', KEYS[5], worker)
 end
+-- Events older than ARGV[6] seconds (by their `a`, the server clock): found from the oldest,
+-- at most 10 000 looked at per call; the floor (ev:floor) rises to the first one kept.
 local t = redis.call('TIME')
-local cutoff = math.floor(tonumber(t[1]) - tonumber(ARGV[6])) * 1000
-if cutoff > 0 then redis.call('XTRIM', PREFIX .. 'ev', 'MINID', '~', cutoff) end
+local cutoff = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  - math.floor(tonumber(ARGV[6]) * 1000)
+local floor, start = nil, '-'
+for _ = 1, 10 do
+  local page = redis.call('XRANGE', PREFIX .. 'ev', start, '+', 'COUNT', 1000)
+  if #page == 0 then break end
+  for _, entry in ipairs(page) do
+    local fields, at = entry[2], nil
+    for i = 1, #fields, 2 do
+      if fields[i] == 'a' then at = tonumber(fields[i + 1]) end
+    end
+    if at and at >= cutoff then break end
+    floor = tonumber(string.sub(entry[1], 3)) + 1
+  end
+  if #page < 1000 or (floor and floor <= tonumber(string.sub(page[#page][1], 3))) then break end
+  start = '(' .. page[#page][1]
+end
+if floor then
+  redis.call('XTRIM', PREFIX .. 'ev', 'MINID', '0-' .. floor)
+  local old = tonumber(redis.call('GET', PREFIX .. 'ev:floor') or '0')
+  if floor > old then redis.call('SET', PREFIX .. 'ev:floor', floor) end
+end
 return deleted
