@@ -493,8 +493,9 @@ class App:
     ) -> Group:
         """Enqueue ``signatures`` as one group, atomically; ``on_complete`` (a signature) is
         enqueued exactly once when every member has an outcome (succeeded, failed for good, or
-        cancelled), and sees ``duly.current_job().group``. ``key`` is the group's key, given
-        to every member (and the callback) without one of its own."""
+        cancelled), and sees ``duly.current_job().group``. ``key`` (default: the group's id)
+        is given to every member and the callback without one of their own, so
+        ``app.jobs(key=...)`` and ``app.events(key=...)`` follow the group."""
         return self._sync(self.group_async(signatures, on_complete=on_complete, key=key))
 
     async def group_async(

@@ -128,8 +128,10 @@ def build_group(
         raise ValueError("a group needs at least one job")
     if key is not None and not isinstance(key, str):
         raise TypeError(f"key must be a str, got {key!r}")
-    members = [_member(job, key, "group") for job in build_all(sigs, now)]
     group_id = new_id() + GROUP_SUFFIX
+    if key is None:
+        key = group_id  # so app.jobs(key=...) and app.events(key=...) find the group's jobs
+    members = [_member(job, key, "group") for job in build_all(sigs, now)]
     callback = None
     if on_complete is not None:
         [sig] = _check([on_complete], app, "on_complete")

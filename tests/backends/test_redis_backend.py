@@ -97,6 +97,8 @@ def test_every_key_is_hash_tagged_and_matches_the_keyspace(redis_url: str) -> No
             assert client.sismember(k.queues, "mail")
             assert client.exists(k.counters(int(T0 // 60)))
             assert client.zcard(k.all) == 3
+            assert client.xlen(k.events) == 5  # 3 stored, 1 running, 1 succeeded
+            assert client.xlen(k.key_events("user:1")) == 3
         finally:
             client.close()
 
@@ -497,7 +499,8 @@ def test_purge_deletes_counter_buckets_by_the_callers_clock(redis_url: str) -> N
         client = raw(redis_url)
         try:
             left = {n.decode() for n in client.scan_iter(match=b.keys.pattern)}
-            assert left <= {b.keys.queues, b.keys.queue_counts}  # queue names stay known
+            # Queue names stay known; events are trimmed by the server's clock (PRODUCT §8).
+            assert left <= {b.keys.queues, b.keys.queue_counts, b.keys.events}
         finally:
             client.close()
 
