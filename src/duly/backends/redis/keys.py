@@ -33,7 +33,7 @@ key                     type    content
 ``ev``                  stream  one entry per job state change (see "Events" below)
 ``ev:k:<key>``          stream  the entries of ``ev`` of jobs with ``key``, same ids; EXPIRE 7
                                 days after its last entry
-``ev:floor``            string  the lowest event counter purge's age limit keeps
+``ev:n``                string  the number of the last event written
 ``g:<id>``              hash    a group: ``n`` members, ``left`` not settled, ``succeeded`` /
                                 ``failed`` / ``cancelled`` counts, ``at`` created, ``ret``
                                 retention (s), ``k`` key, ``cb`` = 1 with a callback, ``done``
@@ -78,11 +78,13 @@ for jobs handed back (recovered orphans, released jobs) so they go first within 
 ZPOPMIN then yields: higher priority first, handed-back first, FIFO, ties by id. Every score is
 an integer below 2**53, so doubles hold it exactly.
 
-Events: every script that changes a job's status (or stores a job) XADDs one ``ev`` entry
-``0-<n>`` ``{j: id, s: new status, t: task, q: queue, a: server ms[, k: key]}`` in the same
-script (``emit`` in ``lua/_common.lua``; ``n`` counts every event, so ids are contiguous), and
-keeps the last 100 000 at least; purge trims entries older than the stats retention and
-raises ``ev:floor``. ``streams.py`` reads them.
+Events: every script that stores a job or changes a job's status emits one event per change
+(``emit`` in ``lua/_common.lua``) and writes them at its end as one ``ev`` entry per 1000: id
+``0-<number of its last event>`` (events are numbered per namespace, ``ev:n`` the last
+number), fields ``n`` count, ``a`` server ms, ``e`` msgpack ``[job id, status, task, queue,
+key or '', ...]``; the keyed ones also per key in ``ev:k:<key>`` (same id; ``e`` =
+``[number, job id, status, task, queue, ...]``). The last 100 000 events at least are kept;
+purge trims entries older than the stats retention. ``streams.py`` reads them.
 
 Groups: a member's first outcome (succeeded, failed, cancelled) is added to ``gs:<id>`` and
 counted in ``g:<id>`` by the script that records it (``settle_member``); the one that leaves
@@ -115,7 +117,7 @@ class Keyspace:
         "counter_minutes",
         "due",
         "events",
-        "events_floor",
+        "events_count",
         "expiry",
         "namespace",
         "pattern",
@@ -146,7 +148,7 @@ class Keyspace:
         self.unique = p + "u"
         self.wake = p + "wake"
         self.events = p + "ev"
-        self.events_floor = p + "ev:floor"
+        self.events_count = p + "ev:n"
 
     def job(self, job_id: str) -> str:
         return f"{self.prefix}j:{job_id}"

@@ -100,44 +100,62 @@ local function free_gate(gate, id, counts, woken)
   unpark(gate, counts, woken)
 end
 
--- Events (keys.py, "Events"): every job state change appends one entry to the `ev` stream in
--- the script that makes the change: j job id, s new status, t task, q queue, a server time
--- (ms), k key (if any). Entry ids are 0-<n>: n counts every event ever (Redis picks n, one
--- more each time), so ids are contiguous and a reader can tell what it missed. A job with a
--- key also gets the entry, under the same id, in its key's stream ev:k:<key> (what
--- events(key=) reads), which lives KEY_EVENTS_TTL seconds after its last event. Retention:
--- entries with n >= max(last n - EVENTS_KEPT, GET ev:floor) are always kept (the "floor"; purge
--- raises ev:floor to trim by age); trimming below it is approximate (~, whole nodes), and a
--- reader resuming below the floor is told it was trimmed. Scripts call trim_events() at their end.
+-- Events (keys.py, "Events"): every job state change is one event, numbered 1, 2, 3... across
+-- the namespace (`ev:n` holds the last number). A script collects its events (emit) and writes
+-- them at its end (trim_events): one `ev` stream entry per EVENTS_PER_ENTRY events, whose id is
+-- 0-<number of its last event>, with fields n (how many), a (server time, ms) and e (the events
+-- as one msgpack array: job id, status, task, queue, key or '' for each), so a burst of jobs
+-- costs one XADD per script call, not one per job. The events of jobs with a key also go, per
+-- key, to ev:k:<key> under the same entry id (fields a, e: number, job id, status, task, queue
+-- for each), which lives KEY_EVENTS_TTL seconds after its last entry. Retention: entries whose
+-- last event is below (last number - EVENTS_KEPT) are trimmed (~: whole nodes), and purge
+-- trims by age; a reader compares its position with the first event still stored.
 local EVENTS_KEPT = 100000
+local EVENTS_PER_ENTRY = 1000
 local KEY_EVENTS_TTL = 604800
-local event_ms = nil
-local last_event = nil
+local pending_events = {}
 local function emit(id, status, task, queue, key)
-  if event_ms == nil then
-    local t = redis.call('TIME')
-    event_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  if key and key ~= '' then
-    local eid = redis.call('XADD', PREFIX .. 'ev', '0-*', 'j', id, 's', status, 't', task,
-      'q', queue, 'a', event_ms, 'k', key)
-    local kk = PREFIX .. 'ev:k:' .. key
-    redis.call('XADD', kk, eid, 'j', id, 's', status, 't', task, 'q', queue, 'a', event_ms,
-      'k', key)
-    redis.call('EXPIRE', kk, KEY_EVENTS_TTL)
-    local n = tonumber(string.sub(eid, 3))
-    if n > EVENTS_KEPT then redis.call('XTRIM', kk, 'MINID', '~', '0-' .. (n - EVENTS_KEPT)) end
-    last_event = n
-  else
-    local eid = redis.call('XADD', PREFIX .. 'ev', '0-*', 'j', id, 's', status, 't', task,
-      'q', queue, 'a', event_ms)
-    last_event = tonumber(string.sub(eid, 3))
-  end
+  local e = pending_events
+  e[#e + 1], e[#e + 2], e[#e + 3], e[#e + 4], e[#e + 5] = id, status, task, queue, key or ''
 end
 local function trim_events()
-  if last_event and last_event > EVENTS_KEPT then
-    redis.call('XTRIM', PREFIX .. 'ev', 'MINID', '~', '0-' .. (last_event - EVENTS_KEPT))
+  local e = pending_events
+  local count = #e / 5
+  if count == 0 then return end
+  local t = redis.call('TIME')
+  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local last = redis.call('INCRBY', PREFIX .. 'ev:n', count)
+  local number = last - count
+  for first = 1, count, EVENTS_PER_ENTRY do
+    local n = math.min(EVENTS_PER_ENTRY, count - first + 1)
+    local entry, keyed = {}, {}
+    for x = first, first + n - 1 do
+      local b = (x - 1) * 5
+      local key = e[b + 5]
+      for y = 1, 5 do entry[#entry + 1] = e[b + y] end
+      if key ~= '' then
+        local k = keyed[key]
+        if k == nil then k = {}; keyed[key] = k end
+        k[#k + 1], k[#k + 2], k[#k + 3], k[#k + 4], k[#k + 5] =
+          number + x - first + 1, e[b + 1], e[b + 2], e[b + 3], e[b + 4]
+      end
+    end
+    number = number + n
+    local eid = '0-' .. number
+    redis.call('XADD', PREFIX .. 'ev', eid, 'n', n, 'a', ms, 'e', cmsgpack.pack(entry))
+    for key, k in pairs(keyed) do
+      local kk = PREFIX .. 'ev:k:' .. key
+      redis.call('XADD', kk, eid, 'a', ms, 'e', cmsgpack.pack(k))
+      redis.call('EXPIRE', kk, KEY_EVENTS_TTL)
+      if last > EVENTS_KEPT then
+        redis.call('XTRIM', kk, 'MINID', '~', '0-' .. (last - EVENTS_KEPT))
+      end
+    end
   end
+  if last > EVENTS_KEPT then
+    redis.call('XTRIM', PREFIX .. 'ev', 'MINID', '~', '0-' .. (last - EVENTS_KEPT))
+  end
+  pending_events = {}
 end
 
 -- Groups (keys.py, "Groups"): g:<id> hash {n total, left, succeeded, failed, cancelled, at

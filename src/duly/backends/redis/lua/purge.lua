@@ -41,29 +41,27 @@ for _, worker in ipairs(gone) do
   redis.call('ZREM', KEYS[4], worker)
   redis.call('HDEL', KEYS[5], worker)
 end
--- Events older than ARGV[6] seconds (by their `a`, the server clock): found from the oldest,
--- at most 10 000 looked at per call; the floor (ev:floor) rises to the first one kept.
+-- Events older than ARGV[6] seconds (entry field `a`, the server clock): found from the
+-- oldest entry, at most 100 entries looked at per call, trimmed exactly (MINID).
 local t = redis.call('TIME')
 local cutoff = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   - math.floor(tonumber(ARGV[6]) * 1000)
-local floor, start = nil, '-'
-for _ = 1, 10 do
-  local page = redis.call('XRANGE', PREFIX .. 'ev', start, '+', 'COUNT', 1000)
-  if #page == 0 then break end
-  for _, entry in ipairs(page) do
-    local fields, at = entry[2], nil
-    for i = 1, #fields, 2 do
-      if fields[i] == 'a' then at = tonumber(fields[i + 1]) end
-    end
-    if at and at >= cutoff then break end
-    floor = tonumber(string.sub(entry[1], 3)) + 1
+local keep = nil
+local oldest = redis.call('XRANGE', PREFIX .. 'ev', '-', '+', 'COUNT', 100)
+for _, entry in ipairs(oldest) do
+  local fields, at = entry[2], nil
+  for i = 1, #fields, 2 do
+    if fields[i] == 'a' then at = tonumber(fields[i + 1]) end
   end
-  if #page < 1000 or (floor and floor <= tonumber(string.sub(page[#page][1], 3))) then break end
-  start = '(' .. page[#page][1]
+  keep = entry[1]
+  if at and at >= cutoff then break end
+  keep = '(' .. entry[1]
 end
-if floor then
-  redis.call('XTRIM', PREFIX .. 'ev', 'MINID', '0-' .. floor)
-  local old = tonumber(redis.call('GET', PREFIX .. 'ev:floor') or '0')
-  if floor > old then redis.call('SET', PREFIX .. 'ev:floor', floor) end
+if keep and string.sub(keep, 1, 1) == '(' then
+  -- Every entry looked at is old: trim through the last of them.
+  redis.call('XTRIM', PREFIX .. 'ev', 'MINID', string.sub(keep, 2))
+  redis.call('XDEL', PREFIX .. 'ev', string.sub(keep, 2))
+elseif keep then
+  redis.call('XTRIM', PREFIX .. 'ev', 'MINID', keep)
 end
 return deleted
