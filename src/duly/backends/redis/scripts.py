@@ -16,14 +16,15 @@ import asyncio
 import functools
 import hashlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from importlib import resources
 from typing import Any, Final
 
-from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.cluster import RedisCluster as SyncRedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
-from duly.backends.redis.connection import AutoPipeline
+from duly.backends.redis.connection import AutoPipeline, Client
 from duly.backends.redis.keys import Keyspace
 from duly.records import NewGroup, NewJob, Outcome, RateRequest
 
@@ -31,6 +32,8 @@ __all__ = ["ENQUEUE_CHUNK", "Script", "Scripts"]
 
 #: Jobs per enqueue script call; a bigger batch is sent as several calls in one pipeline.
 ENQUEUE_CHUNK: Final = 500
+#: Job hashes queue_ages.lua reads at most per queue (see its header).
+AGES_BUDGET: Final = 1000
 #: Seconds a per-minute counter bucket lives in Redis (24 h of history + slack).
 COUNTER_TTL: Final = 25 * 3600
 
@@ -87,12 +90,14 @@ class Script:
         self.name = name
         self.source, self.sha = _compiled(name)
 
-    async def load(self, client: Redis) -> None:
+    async def load(self, client: Client) -> None:
+        """Register the script (on a cluster: on every primary)."""
         sha = await client.script_load(self.source)
         if (sha.decode() if isinstance(sha, bytes) else sha) != self.sha:  # pragma: no cover
             raise RuntimeError(f"Redis computed another SHA1 for script {self.name}")
 
-    async def __call__(self, client: Redis, keys: Sequence[str], args: Sequence[Value]) -> Any:
+    async def __call__(self, client: Client, keys: Sequence[str], args: Sequence[Value]) -> Any:
+        """Run the script (loading it first if Redis does not know it)."""
         try:
             return await client.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:
@@ -120,6 +125,7 @@ class Scripts:
         self.purge_script = Script("purge")
         self.list_script = Script("list_jobs")
         self.rate_script = Script("reserve_rate")
+        self.ages_script = Script("queue_ages")
         self.all = (
             self.enqueue_script,
             self.claim_script,
@@ -132,16 +138,22 @@ class Scripts:
             self.purge_script,
             self.list_script,
             self.rate_script,
+            self.ages_script,
         )
 
         self.pipeline = AutoPipeline()
 
-    async def _call(
-        self, script: Script, client: Redis, keys: Sequence[str], args: Sequence[Value]
-    ) -> Any:
-        return await self.pipeline.call(client, script, keys, args)
+    def _call(
+        self, script: Script, client: Client, keys: Sequence[str], args: Sequence[Value]
+    ) -> Awaitable[Any]:
+        """One script call: auto-pipelined on one server; on a cluster, sent by the cluster
+        client to the node of its keys' slot (it follows MOVED/ASK)."""
+        if isinstance(client, RedisCluster):
+            return script(client, keys, args)
+        return self.pipeline.call(client, script, keys, args)
 
-    async def load(self, client: Redis) -> None:
+    async def load(self, client: Client) -> None:
+        """Register every script."""
         for script in self.all:
             await script.load(client)
 
@@ -200,7 +212,7 @@ class Scripts:
         for i in range(0, len(reply), 2):
             found[base + reply[i] - 1] = reply[i + 1]
 
-    async def enqueue(self, client: Redis, jobs: Sequence[NewJob]) -> list[bytes | None]:
+    async def enqueue(self, client: Client, jobs: Sequence[NewJob]) -> list[bytes | None]:
         """Store ``jobs``; per job, None if stored, else the id of the job it deduplicated to
         (its own, already existing; or the holder of its unique key).
 
@@ -210,7 +222,7 @@ class Scripts:
         so nothing is stored twice."""
         keys = self._enqueue_keys()
         calls = [
-            self.pipeline.call(client, self.enqueue_script, keys, args)
+            self._call(self.enqueue_script, client, keys, args)
             for args in self._enqueue_chunks(jobs)
         ]
         replies = await asyncio.gather(*calls, return_exceptions=True)
@@ -259,7 +271,7 @@ class Scripts:
         return self._collect(jobs, replies)
 
     async def enqueue_group(
-        self, client: Redis, group: NewGroup, jobs: Sequence[NewJob]
+        self, client: Client, group: NewGroup, jobs: Sequence[NewJob]
     ) -> list[bytes | None]:
         """Store a duly group: ``jobs`` (members, then the callback if any) in one call."""
         [args] = self._enqueue_chunks(jobs, group)
@@ -267,6 +279,21 @@ class Scripts:
         found: list[bytes | None] = []
         self._found(len(jobs), reply, found)
         return found
+
+    def enqueue_blocking_cluster(
+        self, client: SyncRedisCluster, jobs: Sequence[NewJob]
+    ) -> list[bytes | None]:
+        """``enqueue_blocking`` on a cluster: each chunk is one script call that the sync
+        cluster client sends to the namespace's node (following redirections)."""
+        script, keys = self.enqueue_script, self._enqueue_keys()
+        replies: list[Any] = []
+        for args in self._enqueue_chunks(jobs):
+            try:
+                replies.append(client.evalsha(script.sha, len(keys), *keys, *args))
+            except NoScriptError:
+                client.script_load(script.source)
+                replies.append(client.evalsha(script.sha, len(keys), *keys, *args))
+        return self._collect(jobs, replies)
 
     def _enqueue_keys(self) -> tuple[str, ...]:
         k = self.keys
@@ -280,7 +307,7 @@ class Scripts:
 
     async def claim(
         self,
-        client: Redis,
+        client: Client,
         worker: str,
         queues: Sequence[str],
         limit: int,
@@ -298,7 +325,7 @@ class Scripts:
         return list(zip(reply[::2], reply[1::2], strict=True))
 
     async def heartbeat(
-        self, client: Redis, worker: str, job_ids: Sequence[str], now: float, lease_until: float
+        self, client: Client, worker: str, job_ids: Sequence[str], now: float, lease_until: float
     ) -> list[bytes]:
         k = self.keys
         reply: list[bytes] = await self._call(
@@ -310,7 +337,7 @@ class Scripts:
         return reply
 
     async def finish(
-        self, client: Redis, worker: str, outcomes: Sequence[Outcome], now: float
+        self, client: Client, worker: str, outcomes: Sequence[Outcome], now: float
     ) -> list[bool]:
         k = self.keys
         minute = int(now // 60)
@@ -341,7 +368,7 @@ class Scripts:
         )
         return [flag == 1 for flag in reply]
 
-    async def promote_due(self, client: Redis, now: float, limit: int) -> tuple[int, bytes | None]:
+    async def promote_due(self, client: Client, now: float, limit: int) -> tuple[int, bytes | None]:
         k = self.keys
         moved, first = await self._call(
             self.promote_script,
@@ -352,7 +379,7 @@ class Scripts:
         return int(moved), first
 
     async def recover(
-        self, client: Redis, now: float, max_lost: int, limit: int, failed_expire_at: float
+        self, client: Client, now: float, max_lost: int, limit: int, failed_expire_at: float
     ) -> list[tuple[bytes, int]]:
         k = self.keys
         minute = int(now // 60)
@@ -380,7 +407,9 @@ class Scripts:
         )
         return [(job_id, int(flag)) for job_id, flag in zip(reply[::2], reply[1::2], strict=True)]
 
-    async def cancel(self, client: Redis, job_id: str, now: float, expire_at: float | None) -> bool:
+    async def cancel(
+        self, client: Client, job_id: str, now: float, expire_at: float | None
+    ) -> bool:
         k = self.keys
         reply = await self._call(
             self.cancel_script,
@@ -390,7 +419,7 @@ class Scripts:
         )
         return bool(reply == 1)
 
-    async def retry(self, client: Redis, job_id: str, now: float) -> bool:
+    async def retry(self, client: Client, job_id: str, now: float) -> bool:
         k = self.keys
         reply = await self._call(
             self.retry_script, client, (k.expiry, k.unique), [k.prefix, job_id, k.wake, float(now)]
@@ -398,17 +427,19 @@ class Scripts:
         return bool(reply == 1)
 
     async def reserve_rate(
-        self, client: Redis, requests: Sequence[RateRequest], now: float
+        self, client: Client, requests: Sequence[RateRequest], now: float
     ) -> list[bytes]:
         args: list[Value] = [self.keys.prefix, float(now)]
         for r in requests:
             args += (r.key, float(r.interval), r.burst, float(r.not_before))
-        reply: list[bytes] = await self._call(self.rate_script, client, (), args)
+        # KEYS[1] only routes the call to the namespace's slot (on a cluster).
+        route = (self.keys.rate(requests[0].key),)
+        reply: list[bytes] = await self._call(self.rate_script, client, route, args)
         return reply
 
     async def purge(
         self,
-        client: Redis,
+        client: Client,
         now: float,
         limit: int,
         counter_cutoff: float,
@@ -433,7 +464,7 @@ class Scripts:
 
     async def list_jobs(
         self,
-        client: Redis,
+        client: Client,
         index: str,
         sort: bool,
         limit: int,
@@ -457,3 +488,11 @@ class Scripts:
             ],
         )
         return list(zip(reply[::2], reply[1::2], strict=True))
+
+    async def queue_ages(self, client: Client, queues: Sequence[str]) -> list[bytes | None]:
+        """Per queue: the ready time of its longest-waiting claimable job, or None."""
+        # KEYS[1] only routes the call to the namespace's slot (on a cluster).
+        route = (self.keys.queues,)
+        args: list[Value] = [self.keys.prefix, AGES_BUDGET, *queues]
+        reply = await self._call(self.ages_script, client, route, args)
+        return [raw or None for raw in reply]

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Final, cast
 
 import msgspec
-from redis.asyncio import Redis
 
+from duly.backends.redis.connection import Client
 from duly.backends.redis.keys import Keyspace
 from duly.errors import EventsTrimmed
 from duly.records import EventRecord, GroupRecord
@@ -79,7 +79,7 @@ def _events(entry: Entry, key: str | None) -> list[EventRecord]:
     ]
 
 
-async def _first_and_last(client: Redis, keys: Keyspace) -> tuple[int, int]:
+async def _first_and_last(client: Client, keys: Keyspace) -> tuple[int, int]:
     """The number of the first event still stored (the last + 1 if none) and of the last."""
     async with client.pipeline(transaction=False) as pipe:
         pipe.xrange(keys.events, "-", "+", count=1)
@@ -93,7 +93,7 @@ async def _first_and_last(client: Redis, keys: Keyspace) -> tuple[int, int]:
 
 
 async def read_events(
-    client: Redis, keys: Keyspace, after: str | None, key: str | None, limit: int
+    client: Client, keys: Keyspace, after: str | None, key: str | None, limit: int
 ) -> tuple[list[EventRecord], str]:
     """See ``Backend.read_events``. The last number is read first: every event up to it is in
     both streams by then, so a key reader's cursor may move on to it."""
@@ -123,7 +123,7 @@ async def read_events(
 
 
 async def wait_for_events(
-    client: Redis, keys: Keyspace, after: str, key: str | None, timeout: float
+    client: Client, keys: Keyspace, after: str, key: str | None, timeout: float
 ) -> None:
     """See ``Backend.wait_for_events``: one blocking XREAD (a pool connection of its own)."""
     position = parse_event_id(after)
@@ -132,7 +132,7 @@ async def wait_for_events(
     )
 
 
-async def get_group(client: Redis, keys: Keyspace, group_id: str) -> GroupRecord | None:
+async def get_group(client: Client, keys: Keyspace, group_id: str) -> GroupRecord | None:
     """See ``Backend.get_group``."""
     raw = cast(dict[bytes, bytes], await client.hgetall(keys.group(group_id)))
     if not raw:
