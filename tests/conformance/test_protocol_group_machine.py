@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
+import pytest
 from contract import EXPIRE, BackendFactory, BackendMachine, new_job, run_machine
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
@@ -38,6 +39,7 @@ class GroupMachine(BackendMachine):
         group = NewGroup(self.group_id, None, self.now, EXPIRE, callback)
         self.run(self.backend.enqueue_group(group, self.members))
         self.first: dict[str, str] = {}  # member id -> its first terminal status
+        self.history: list[str] = []  # the callback's statuses, from the event stream
 
     # -- helpers -------------------------------------------------------------------------------
     def statuses(self) -> dict[str, tuple[str, str | None]]:
@@ -124,17 +126,17 @@ class GroupMachine(BackendMachine):
         status, _ = self.statuses()[self.group_id]
         complete = len(self.first) == MEMBERS
         assert (status == "scheduled") == (not complete)
-        history: list[str] = []
-        after = self.since
-        while True:
-            page, after = self.run(self.backend.read_events(after, None, 200))
+        while True:  # the callback's events since the last look
+            page, self.since = self.run(self.backend.read_events(self.since, None, 200))
             if not page:
                 break
-            history += [e.status for e in page if e.job_id == self.group_id]
+            self.history += [e.status for e in page if e.job_id == self.group_id]
+        history = self.history
         assert history[0] == "scheduled"
         woken = sum(1 for a, b in itertools.pairwise(history) if (a, b) == ("scheduled", "queued"))
         assert woken == (1 if complete else 0)
 
 
+@pytest.mark.timeout(600)
 def test_group_completion_machine(make_backend: BackendFactory) -> None:
     run_machine(GroupMachine, make_backend)
