@@ -299,3 +299,14 @@ async def test_wait_for_events_returns_once_one_is_written(
 async def test_a_malformed_event_id_is_a_value_error(backend: Backend) -> None:
     with pytest.raises(ValueError, match="not an event id"):
         await backend.read_events("not-an-id!", None, 10)
+
+
+async def test_a_big_batch_reads_back_every_event_in_order(backend: Backend) -> None:
+    _, cursor = await backend.read_events(None, None, 10)
+    group, members = make_group(1500, key="big")  # one atomic step: over a thousand events
+    await backend.enqueue_group(group, members)
+    events = await all_events(backend, cursor)
+    assert [e.job_id for e in events] == [m.id for m in members] + [group.id]
+    assert [int(e.id) for e in events] == list(range(int(cursor) + 1, int(cursor) + 1502))
+    keyed = await all_events(backend, cursor, "big")
+    assert [e.id for e in keyed] == [e.id for e in events]

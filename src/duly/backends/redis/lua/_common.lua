@@ -114,13 +114,16 @@ local EVENTS_KEPT = 100000
 local EVENTS_PER_ENTRY = 1000
 local KEY_EVENTS_TTL = 604800
 local pending_events = {}
+local pending_count = 0
+local pending_keyed = false
 local function emit(id, status, task, queue, key)
-  local e = pending_events
-  e[#e + 1], e[#e + 2], e[#e + 3], e[#e + 4], e[#e + 5] = id, status, task, queue, key or ''
+  local e, b = pending_events, pending_count * 5
+  pending_count = pending_count + 1
+  if key and key ~= '' then pending_keyed = true else key = '' end
+  e[b + 1], e[b + 2], e[b + 3], e[b + 4], e[b + 5] = id, status, task, queue, key
 end
 local function trim_events()
-  local e = pending_events
-  local count = #e / 5
+  local e, count = pending_events, pending_count
   if count == 0 then return end
   local t = redis.call('TIME')
   local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -128,11 +131,13 @@ local function trim_events()
   local number = last - count
   for first = 1, count, EVENTS_PER_ENTRY do
     local n = math.min(EVENTS_PER_ENTRY, count - first + 1)
-    local entry, keyed = {}, {}
-    for x = first, first + n - 1 do
+    local entry, keyed = e, {}
+    if count > EVENTS_PER_ENTRY then
+      entry = {unpack(e, (first - 1) * 5 + 1, (first + n - 1) * 5)}
+    end
+    for x = first, pending_keyed and first + n - 1 or 0 do
       local b = (x - 1) * 5
       local key = e[b + 5]
-      for y = 1, 5 do entry[#entry + 1] = e[b + y] end
       if key ~= '' then
         local k = keyed[key]
         if k == nil then k = {}; keyed[key] = k end
@@ -155,7 +160,7 @@ local function trim_events()
   if last > EVENTS_KEPT then
     redis.call('XTRIM', PREFIX .. 'ev', 'MINID', '~', '0-' .. (last - EVENTS_KEPT))
   end
-  pending_events = {}
+  pending_events, pending_count, pending_keyed = {}, 0, false
 end
 
 -- Groups (keys.py, "Groups"): g:<id> hash {n total, left, succeeded, failed, cancelled, at
