@@ -106,6 +106,8 @@ def _check(signatures: Iterable[Signature], app: App, what: str) -> list[Signatu
             raise ValueError(f"{sig!r} belongs to another App")
         if sig.options.connection is not None:
             raise ValueError(f"{what}: connection= (transactional enqueue) is not supported")
+        if sig.options.on_commit:
+            raise ValueError(f"{what}: on_commit=True is not supported")
     return sigs
 
 

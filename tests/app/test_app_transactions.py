@@ -117,6 +117,8 @@ def test_on_commit_bad_input(make_app: Callable[..., duly.App]) -> None:
         mul.options(on_commit=True, connection=object()).enqueue(1, 2)
     with pytest.raises(ValueError, match="share on_commit"):
         app.enqueue_many([mul.options(on_commit=True).s(1, 2), mul.s(3, 4)])
+    with pytest.raises(ValueError, match="on_commit=True is not supported"):
+        app.group([mul.options(on_commit=True).s(1, 2)])  # stored at once: refused, not ignored
     with pytest.raises(TypeError, match=r"duly\.transactions\.Transactions"):
         make_app(transactions=object())
     assert tx.pending == [] and app.jobs() == [] and plain.jobs() == []
