@@ -458,9 +458,10 @@ class Scripts:
         )
         return list(zip(reply[::2], reply[1::2], strict=True))
 
-    async def queue_ages(self, client: Redis, queues: Sequence[str]) -> list[bytes | None]:
+    async def queue_ages(self, client: Client, queues: Sequence[str]) -> list[bytes | None]:
         """Per queue: the ready time of its longest-waiting claimable job, or None."""
-        reply = await self._call(
-            self.ages_script, client, (), [self.keys.prefix, AGES_BUDGET, *queues]
-        )
+        # KEYS[1] only routes the call to the namespace's slot (on a cluster).
+        route = (self.keys.queues,)
+        args: list[Value] = [self.keys.prefix, AGES_BUDGET, *queues]
+        reply = await self._call(self.ages_script, client, route, args)
         return [raw or None for raw in reply]

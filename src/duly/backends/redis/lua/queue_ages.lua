@@ -1,6 +1,7 @@
 -- queue_ages.lua: when the longest-waiting claimable job of each queue became ready. Read-only.
 --
--- KEYS none (each ready zset is built from the prefix)
+-- KEYS[1] the `queues` set, only to route the call to the namespace's slot on a cluster (each
+--   ready zset is built from the prefix)
 -- ARGV[1] prefix   ARGV[2] budget: the most job hashes read per queue   ARGV[3..] queue names
 -- Returns, per queue in ARGV order, the least max(enqueued_at, scheduled_for) among the jobs of
 -- its ready zset (parked jobs are not in it), as stored (a string), or false if it is empty.
