@@ -3,7 +3,7 @@
 # in docs/observability/ (tests/docs/test_observability_files.py). It comes from Debian's
 # `prometheus` package, only unpacked: no service is installed or started.
 set -euo pipefail
-dest="$1"
+dest="$(cd "$1" && pwd)"  # absolute: the download happens in a temporary directory
 if command -v promtool >/dev/null; then
     ln -sf "$(command -v promtool)" "$dest/promtool"
     exit 0
