@@ -24,6 +24,7 @@ from duly.errors import (
     BackendUnavailable,
     ConfigurationError,
     DulyError,
+    EventsTrimmed,
     JobCancelled,
     JobNotFound,
     JobTimeout,
@@ -34,6 +35,8 @@ from duly.errors import (
     TaskNotFound,
     Throttled,
 )
+from duly.events import Event
+from duly.groups import Group, GroupInfo
 from duly.hooks import Hook
 from duly.job import Job, JobInfo
 from duly.records import STATUSES, JobStatus, QueueStats, StatRow, WorkerRecord
@@ -56,7 +59,11 @@ __all__ = [
     "Clock",
     "ConfigurationError",
     "DulyError",
+    "Event",
+    "EventsTrimmed",
     "FailureCallback",
+    "Group",
+    "GroupInfo",
     "Hook",
     "Job",
     "JobCancelled",
