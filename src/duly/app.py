@@ -394,6 +394,12 @@ class App:
             )
         return self._template, connection
 
+    def _build(self, signatures: Sequence[Signature]) -> list[NewJob]:
+        built = build_all(signatures, self.clock.now())
+        if self.hooks.watching("enqueuing"):
+            self.hooks.call("enqueuing", built)  # in the caller's context (trace context)
+        return built
+
     def _jobs(self, built: list[NewJob], results: Sequence[Any]) -> list[Job]:
         return [Job(self, r.id, r.deduplicated) for r in results]
 
@@ -405,7 +411,7 @@ class App:
         sigs = self._check_signatures(signatures)
         if not sigs:
             return []
-        built = build_all(sigs, self.clock.now())
+        built = self._build(sigs)
         if self._after_commit(sigs, built):
             return [Job(self, j.id) for j in built]
         return self._jobs(built, self._store(sigs, built))
@@ -446,7 +452,7 @@ class App:
         sigs = self._check_signatures(signatures)
         if not sigs:
             return []
-        built = build_all(sigs, self.clock.now())
+        built = self._build(sigs)
         if self._after_commit(sigs, built):  # the framework runs the callback, sync
             return [Job(self, j.id) for j in built]
         transactional = self._transactional(sigs)

@@ -6,24 +6,36 @@
   running, workers alive) for any prometheus_client registry; ``metrics_text(app)`` /
   ``await metrics_text_async(app)`` render them as a ``/metrics`` body.
 - ``JsonFormatter``: ``duly worker --log-format json``, one JSON object per line.
+- ``OtelHook``: OpenTelemetry spans, a consumer span per run linked to its enqueue's producer
+  span (``pip install 'duly[otel]'``).
+- ``SentryHook``: failed jobs reported to Sentry with their context, secret arguments redacted
+  (``pip install 'duly[sentry]'``).
+
+docs/observability.md has every metric, the Grafana dashboard and the alert rules.
 """
 
 from duly.observability.collector import (
     BACKEND_METRICS,
+    FRESHNESS_METRICS,
     BackendCollector,
     BackendSnapshot,
     metrics_text,
     metrics_text_async,
 )
 from duly.observability.logs import JsonFormatter
+from duly.observability.otel import OtelHook
 from duly.observability.prometheus import PrometheusHook, require_prometheus, serve_metrics
+from duly.observability.sentry import SentryHook
 
 __all__ = [
     "BACKEND_METRICS",
+    "FRESHNESS_METRICS",
     "BackendCollector",
     "BackendSnapshot",
     "JsonFormatter",
+    "OtelHook",
     "PrometheusHook",
+    "SentryHook",
     "metrics_text",
     "metrics_text_async",
     "require_prometheus",

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BACKEND_METRICS",
     "DEFAULT_LEASE",
+    "FRESHNESS_METRICS",
     "BackendCollector",
     "BackendSnapshot",
     "families",
@@ -60,6 +61,15 @@ BACKEND_METRICS: dict[str, str] = {
     ),
     "duly_workers_alive": "Worker processes seen within their lease.",
     "duly_workers_registered": "Worker processes registered, alive or not yet purged.",
+}
+
+#: The freshness gauges (PRODUCT §7), labelled ``freshness`` (its name, never a scope): the
+#: names the dashboard and alert rules of docs/observability/ use, for the collector to export
+#: once ``app.freshness`` exists.
+FRESHNESS_METRICS: dict[str, str] = {
+    "duly_freshness_staleness_seconds": "Staleness of the stalest scope of each freshness.",
+    "duly_freshness_score": "Highest staleness / max_staleness among each freshness's scopes.",
+    "duly_freshness_sla_breaches": "Scopes of each freshness over their SLA (score >= 1).",
 }
 
 
