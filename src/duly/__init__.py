@@ -34,6 +34,7 @@ from duly.errors import (
     TaskNotFound,
     Throttled,
 )
+from duly.freshness import Freshness, Mirror, fingerprint
 from duly.hooks import Hook
 from duly.job import Job, JobInfo
 from duly.records import STATUSES, JobStatus, QueueStats, StatRow, WorkerRecord
@@ -57,6 +58,7 @@ __all__ = [
     "ConfigurationError",
     "DulyError",
     "FailureCallback",
+    "Freshness",
     "Hook",
     "Job",
     "JobCancelled",
@@ -66,6 +68,7 @@ __all__ = [
     "JobStatus",
     "JobTimeout",
     "ManualClock",
+    "Mirror",
     "PayloadError",
     "PayloadTooLarge",
     "QueueStats",
@@ -82,4 +85,5 @@ __all__ = [
     "WorkerRecord",
     "__version__",
     "current_job",
+    "fingerprint",
 ]

@@ -25,7 +25,7 @@ from typing import Final, cast
 from redis.asyncio import Redis
 
 from duly.backends._urls import redact_url
-from duly.backends.redis import codec
+from duly.backends.redis import _freshness, codec
 from duly.backends.redis.connection import (
     UNAVAILABLE,
     BlockingConnections,
@@ -35,6 +35,7 @@ from duly.backends.redis.connection import (
 from duly.backends.redis.keys import Keyspace
 from duly.backends.redis.scripts import Scripts
 from duly.backends.redis.wake import Wake
+from duly.freshness_state import FreshnessRequest, ScopeState
 from duly.records import (
     FINISHED_STATUSES,
     STATS_RETENTION,
@@ -290,6 +291,32 @@ class RedisBackend:
                 pipe.hgetall(k.queue_counts)
                 *ready, counts = await pipe.execute()
         return codec.queue_stats(names, ready, counts)
+
+    # -- freshness (freshness.lua, freshness_scopes.lua; parsed by _freshness.py) --------------
+    async def freshness_sync(
+        self, requests: Sequence[FreshnessRequest], now: float
+    ) -> list[ScopeState]:
+        if not requests:
+            return []
+        with guard(self._safe_url, "freshness"):
+            reply = await self._scripts.freshness(self._redis, requests, now)
+        return _freshness.sync_states(requests, reply)
+
+    async def freshness_due(self, now: float, limit: int) -> list[tuple[str, str]]:
+        with guard(self._safe_url, "freshness"):
+            reply = await self._scripts.freshness_scopes(
+                self._redis, "due", "", now, False, max(int(limit), 0)
+            )
+        return _freshness.due_pairs(reply)
+
+    async def freshness_scopes(
+        self, name: str, now: float, stale_only: bool, limit: int
+    ) -> list[ScopeState]:
+        with guard(self._safe_url, "freshness"):
+            reply = await self._scripts.freshness_scopes(
+                self._redis, "scopes", name, now, stale_only, max(int(limit), 0)
+            )
+        return _freshness.scope_rows(name, reply)
 
     async def stats(self, since: float) -> list[StatRow]:
         k = self.keys

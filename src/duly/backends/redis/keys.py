@@ -31,6 +31,11 @@ key                     type    content
                                 reserve_rate.lua); expires (SET PX) when ``tat`` passes by the
                                 reserving caller's clock (a passed ``tat`` equals no state)
 ``wake`` (channel)      pubsub  a queue name is published when a job may be claimable in it
+``f:<member>``          hash    one freshness scope (PRODUCT §7), member = ``<name>\\x1f<scope>``;
+                                fields in lua/_freshness.lua
+``fd``                  zset    every freshness scope's member; score = next_due
+``fs:<name>``           zset    the scopes of one freshness; score = stale_at (last success +
+                                max_staleness, -1e18 when never synced)
 ======================  ======  ================================================================
 
 Job hash fields (one letter each, to keep a queued job small): ``t`` task, ``q`` queue, ``p``
@@ -94,6 +99,7 @@ class Keyspace:
         "counter_minutes",
         "due",
         "expiry",
+        "fresh_due",
         "namespace",
         "pattern",
         "prefix",
@@ -122,6 +128,7 @@ class Keyspace:
         self.worker_info = p + "wi"
         self.unique = p + "u"
         self.wake = p + "wake"
+        self.fresh_due = p + "fd"
 
     def job(self, job_id: str) -> str:
         return f"{self.prefix}j:{job_id}"
@@ -143,6 +150,12 @@ class Keyspace:
 
     def gate_parked(self, gate: str) -> str:
         return f"{self.prefix}gw:{gate}"
+
+    def fresh(self, name: str, scope: str) -> str:
+        return f"{self.prefix}f:{name}\x1f{scope}"
+
+    def fresh_index(self, name: str) -> str:
+        return f"{self.prefix}fs:{name}"
 
     def rate(self, key: str) -> str:
         return f"{self.prefix}rl:{key}"

@@ -45,6 +45,7 @@ if ARGV[4] ~= '' then
   redis.call('ZADD', KEYS[3], ARGV[4], id)
 end
 if f[4] then end_hold(KEYS[5], id, f[4], not hold_expired(f[5], ARGV[3])) end
+fresh_ended(id, 'cancelled', ARGV[3], '') -- a freshness scope's sync (_freshness.lua)
 flush_counts(KEYS[4], counts)
 publish_all(ARGV[5], woken)
 return 1

@@ -38,6 +38,7 @@ for _, id in ipairs(ids) do
   local f = redis.call('HMGET', jk, 's', 'q', 'r', 't', 'a', 'x', 'g', 'u', 'ux', 'c')
   if f[1] == 'running' and f[10] then
     end_cancelled(KEYS[1], KEYS[2], KEYS[6], id, f[2], f[7], f[8], f[10], now, counts, woken)
+    fresh_ended(id, 'cancelled', now, '') -- a freshness scope's sync (_freshness.lua)
     out[#out + 1] = id
     out[#out + 1] = 2
   elseif f[1] == 'running' then
@@ -62,6 +63,7 @@ for _, id in ipairs(ids) do
       redis.call('ZADD', KEYS[2], ARGV[5], id)
       bump(stats, f[4] .. SEP .. queue .. SEP .. 'f', 1)
       if f[8] then end_hold(KEYS[6], id, f[8], not hold_expired(f[9], now)) end
+      fresh_ended(id, 'failed', now, '[' .. entry .. ']') -- a freshness scope's sync
       out[#out + 1] = id
       out[#out + 1] = 0
     end
