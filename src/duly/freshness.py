@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from duly.app import App
     from duly.backends.base import Backend
 
-__all__ = ["Freshness", "FreshnessState", "Mirror", "fingerprint", "sweep"]
+__all__ = ["Freshness", "FreshnessState", "Mirror", "fingerprint", "scopes_of", "sweep"]
 
 FreshnessState = Literal["current", "stale", "never"]
 #: Scopes handled per backend call of a sweep.
@@ -233,14 +233,20 @@ class Mirror:
 
     async def scopes_async(self, stale_only: bool = False, limit: int = 100) -> list[Freshness]:
         """Async twin of ``scopes``."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-            raise ValueError(f"limit must be an int from 1 to 10000, got {limit!r}")
-        now = self.app.clock.now()
-        backend = await self.app.backend()
-        rows = await backend.freshness_scopes(self.name, now, stale_only, limit)
-        found = [Freshness.from_state(self.app, row, now) for row in rows]
-        found.sort(key=lambda f: -f.score)
-        return found
+        return await scopes_of(self.app, self.name, stale_only, limit)
+
+
+async def scopes_of(app: App, name: str, stale_only: bool, limit: int) -> list[Freshness]:
+    """The scopes of freshness ``name`` in ``app``'s backend, stalest first (``scopes``); the
+    freshness need not be registered in ``app`` (the CLI reads any)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+        raise ValueError(f"limit must be an int from 1 to 10000, got {limit!r}")
+    now = app.clock.now()
+    backend = await app.backend()
+    rows = await backend.freshness_scopes(name, now, stale_only, limit)
+    found = [Freshness.from_state(app, row, now) for row in rows]
+    found.sort(key=lambda f: -f.score)
+    return found
 
 
 async def sweep(app: App, backend: Backend, now: float, limit: int = SWEEP_BATCH) -> int:
