@@ -250,15 +250,14 @@ async def scopes_of(app: App, name: str, stale_only: bool, limit: int) -> list[F
 
 
 async def sweep(app: App, backend: Backend, now: float, limit: int = SWEEP_BATCH) -> int:
-    """Enqueue the baseline (or post-backoff) syncs of up to ``limit`` due scopes of ``app``'s
-    mirrors; how many syncs were enqueued. Cost: the scopes due, never the others."""
-    due = await backend.freshness_due(now, limit)
-    requests = []
-    for name, scope in sorted(due):  # one lock order for every sweeper
-        mirror = app.mirrors.get(name)
-        if mirror is not None:
-            requests.append(mirror._request(scope, "baseline", False, now))
-    if not requests:
-        return 0
-    rows = await backend.freshness_sync(requests, now)
-    return sum(row.enqueued for row in rows)
+    """Enqueue the baseline (or post-backoff) syncs of up to ``limit`` due scopes of each of
+    ``app``'s mirrors; how many syncs were enqueued. Cost: the scopes due, never the others."""
+    enqueued = 0
+    for name, mirror in app.mirrors.items():
+        due = await backend.freshness_due(name, now, limit)
+        if due:
+            # sorted: one lock order for every sweeper (PostgreSQL locks each scope's row)
+            requests = [mirror._request(s, "baseline", False, now) for s in sorted(due)]
+            rows = await backend.freshness_sync(requests, now)
+            enqueued += sum(row.enqueued for row in rows)
+    return enqueued

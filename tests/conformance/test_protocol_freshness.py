@@ -193,10 +193,10 @@ async def test_failures_back_off_exponentially_up_to_the_cap(backend: Backend) -
         assert wait <= MB
         # A check during the backoff enqueues nothing, however stale the scope.
         assert not (await sync(backend, "s", now=row.next_due - 0.5)).enqueued
-        assert await backend.freshness_due(row.next_due - 0.5, 10) == []
+        assert await backend.freshness_due(NAME, row.next_due - 0.5, 10) == []
         # Once due, the sweep finds it and its baseline request enqueues the next attempt.
         now = row.next_due
-        assert await backend.freshness_due(now, 10) == [(NAME, "s")]
+        assert await backend.freshness_due(NAME, now, 10) == ["s"]
         state = await sync(backend, "s", "baseline", now=now, jitter=jitter)
     assert wait == approx(MB * (0.5 + 0.5 * jitter))  # capped
 
@@ -270,20 +270,23 @@ async def test_the_due_index_returns_only_due_scopes_and_baseline_moves_them(
         await run_sync(backend, state.job_id, start=T0, end=T0)
     first = {scope: next_baseline(T0, off, FE) for scope, off in offsets.items()}
     earliest = min(first.values())
-    assert await backend.freshness_due(earliest - 1, 10) == []
-    due = await backend.freshness_due(earliest, 10)
-    assert due == [(NAME, min(first, key=first.__getitem__))]
-    everything = await backend.freshness_due(T0 + FE + 1, 10)
-    assert sorted(everything) == [(NAME, "a"), (NAME, "b"), (NAME, "c")]
-    assert len(await backend.freshness_due(T0 + FE + 1, 2)) == 2  # limit
+    assert await backend.freshness_due(NAME, earliest - 1, 10) == []
+    due = await backend.freshness_due(NAME, earliest, 10)
+    assert due == [min(first, key=first.__getitem__)]
+    everything = await backend.freshness_due(NAME, T0 + FE + 1, 10)
+    assert sorted(everything) == ["a", "b", "c"]
+    assert len(await backend.freshness_due(NAME, T0 + FE + 1, 2)) == 2  # limit
+    assert await backend.freshness_due("other", T0 + FE + 1, 10) == []  # per freshness
+    other_name = await sync(backend, "a", now=T0, offset=100.0, name="other")
+    assert other_name.enqueued  # the same scope of another freshness is another scope
 
-    scope = due[0][1]
+    scope = due[0]
     baseline = await sync(backend, scope, "baseline", now=earliest, offset=offsets[scope])
     assert baseline.enqueued and baseline.requested_by == "baseline"
     assert baseline.next_due == approx(next_baseline(earliest, offsets[scope], FE))
     assert baseline.job_id is not None
     assert (await job(backend, baseline.job_id)).payload == full(scope)
-    assert (NAME, scope) not in await backend.freshness_due(earliest, 10)
+    assert scope not in await backend.freshness_due(NAME, earliest, 10)
     # A baseline request of a scope not due yet changes nothing.
     other = "c" if scope != "c" else "a"
     assert not (await sync(backend, other, "baseline", now=earliest)).enqueued

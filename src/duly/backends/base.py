@@ -284,9 +284,9 @@ class Backend(Protocol):
         """
         ...
 
-    async def freshness_due(self, now: float, limit: int) -> list[tuple[str, str]]:
-        """Up to ``limit`` (name, scope) pairs whose ``next_due <= now``, earliest first. Cost
-        depends on the number due, never on the number of scopes."""
+    async def freshness_due(self, name: str, now: float, limit: int) -> list[str]:
+        """Up to ``limit`` scopes of freshness ``name`` whose ``next_due <= now``, earliest
+        first. Cost depends on the number due, never on the number of scopes."""
         ...
 
     async def freshness_scopes(

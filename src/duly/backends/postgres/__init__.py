@@ -354,10 +354,10 @@ class PostgresBackend(Enqueuing):
         row = await self._rows("fresh_sync", _freshness.sync_params(requests, now, self.channel))
         return _freshness.sync_states(requests, row)
 
-    async def freshness_due(self, now: float, limit: int) -> list[tuple[str, str]]:
-        params: dict[str, object] = {"now": float(now), "limit": max(int(limit), 0)}
+    async def freshness_due(self, name: str, now: float, limit: int) -> list[str]:
+        params: dict[str, object] = {"name": name, "now": float(now), "limit": max(int(limit), 0)}
         rows = await self._rows("fresh_due", params)
-        return [(name, scope) for name, scope in rows]
+        return [scope for (scope,) in rows]
 
     async def freshness_scopes(
         self, name: str, now: float, stale_only: bool, limit: int

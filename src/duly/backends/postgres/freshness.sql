@@ -30,8 +30,8 @@ FROM {schema}.jobs j
 WHERE f.job_id = %(id)s AND j.id = f.job_id AND j.status = 'cancelled';
 
 -- name: fresh_due
-SELECT name, scope FROM {schema}.freshness
-WHERE next_due <= %(now)s ORDER BY next_due LIMIT %(limit)s;
+SELECT scope FROM {schema}.freshness
+WHERE name = %(name)s AND next_due <= %(now)s ORDER BY next_due LIMIT %(limit)s;
 
 -- name: fresh_scopes
 SELECT name, scope, max_staleness, last_success, last_attempt, failures, last_error, next_due,

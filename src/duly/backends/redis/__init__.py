@@ -302,12 +302,12 @@ class RedisBackend:
             reply = await self._scripts.freshness(self._redis, requests, now)
         return _freshness.sync_states(requests, reply)
 
-    async def freshness_due(self, now: float, limit: int) -> list[tuple[str, str]]:
+    async def freshness_due(self, name: str, now: float, limit: int) -> list[str]:
         with guard(self._safe_url, "freshness"):
             reply = await self._scripts.freshness_scopes(
-                self._redis, "due", "", now, False, max(int(limit), 0)
+                self._redis, "due", name, now, False, max(int(limit), 0)
             )
-        return _freshness.due_pairs(reply)
+        return _freshness.due_scopes(reply)
 
     async def freshness_scopes(
         self, name: str, now: float, stale_only: bool, limit: int

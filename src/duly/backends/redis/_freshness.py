@@ -7,9 +7,7 @@ from typing import Any
 
 from duly.freshness_state import FreshnessRequest, ScopeState
 
-__all__ = ["due_pairs", "scope_rows", "sync_states"]
-
-_SEP = "\x1f"
+__all__ = ["due_scopes", "scope_rows", "sync_states"]
 
 
 def _text(value: Any) -> str | None:
@@ -55,10 +53,6 @@ def scope_rows(name: str, reply: list[list[Any]]) -> list[ScopeState]:
     return [_state(name, _text(row[0]) or "", float(row[1]), row[2:]) for row in reply]
 
 
-def due_pairs(reply: list[Any]) -> list[tuple[str, str]]:
-    """freshness_scopes.lua's reply in ``due`` mode: (name, scope) pairs."""
-    pairs = []
-    for member in reply:
-        name, _, scope = (_text(member) or "").partition(_SEP)
-        pairs.append((name, scope))
-    return pairs
+def due_scopes(reply: list[Any]) -> list[str]:
+    """freshness_scopes.lua's reply in ``due`` mode: the scopes."""
+    return [_text(scope) or "" for scope in reply]

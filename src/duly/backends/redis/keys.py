@@ -33,7 +33,7 @@ key                     type    content
 ``wake`` (channel)      pubsub  a queue name is published when a job may be claimable in it
 ``f:<member>``          hash    one freshness scope (PRODUCT §7), member = ``<name>\\x1f<scope>``;
                                 fields in lua/_freshness.lua
-``fd``                  zset    every freshness scope's member; score = next_due
+``fd:<name>``           zset    the scopes of one freshness by next_due (baseline/backoff due)
 ``fs:<name>``           zset    the scopes of one freshness; score = stale_at (last success +
                                 max_staleness, -1e18 when never synced)
 ======================  ======  ================================================================
@@ -99,7 +99,6 @@ class Keyspace:
         "counter_minutes",
         "due",
         "expiry",
-        "fresh_due",
         "namespace",
         "pattern",
         "prefix",
@@ -128,7 +127,6 @@ class Keyspace:
         self.worker_info = p + "wi"
         self.unique = p + "u"
         self.wake = p + "wake"
-        self.fresh_due = p + "fd"
 
     def job(self, job_id: str) -> str:
         return f"{self.prefix}j:{job_id}"

@@ -461,7 +461,7 @@ class Scripts:
                 r.delta_payload,
             )
         reply: list[list[Any]] = await self._call(
-            self.freshness_script, client, (k.all, k.queues, k.fresh_due), args
+            self.freshness_script, client, (k.all, k.queues), args
         )
         return reply
 
@@ -471,7 +471,5 @@ class Scripts:
         """freshness_scopes.lua's reply: scope rows (mode ``scopes``) or due members (``due``)."""
         k = self.keys
         args: list[Value] = [k.prefix, mode, name, float(now), "1" if stale_only else "0", limit]
-        reply: list[Any] = await self._call(
-            self.freshness_scopes_script, client, (k.fresh_due,), args
-        )
+        reply: list[Any] = await self._call(self.freshness_scopes_script, client, (), args)
         return reply

@@ -403,9 +403,9 @@ class SqliteBackend:
             self._signal.note_local_change()
         return states
 
-    async def freshness_due(self, now: float, limit: int) -> list[tuple[str, str]]:
-        """(name, scope) of up to ``limit`` scopes due at ``now``, earliest first."""
-        return await self._run(_freshness.due(now, max(int(limit), 0)), "freshness")
+    async def freshness_due(self, name: str, now: float, limit: int) -> list[str]:
+        """Up to ``limit`` scopes of ``name`` due at ``now``, earliest first."""
+        return await self._run(_freshness.due(name, now, max(int(limit), 0)), "freshness")
 
     async def freshness_scopes(
         self, name: str, now: float, stale_only: bool, limit: int

@@ -116,12 +116,12 @@ def ended(conn: sqlite3.Connection, job_ids: Iterable[str], now: float) -> None:
         )
 
 
-def due(now: float, limit: int) -> Callable[[sqlite3.Connection], list[tuple[str, str]]]:
-    """Read: (name, scope) of up to ``limit`` scopes due at ``now``."""
+def due(name: str, now: float, limit: int) -> Callable[[sqlite3.Connection], list[str]]:
+    """Read: up to ``limit`` scopes of freshness ``name`` due at ``now``."""
+    params = {"name": name, "now": now, "limit": limit}
 
-    def read(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-        rows = conn.execute(QUERIES["fresh_due"], {"now": now, "limit": limit}).fetchall()
-        return [(name, scope) for name, scope in rows]
+    def read(conn: sqlite3.Connection) -> list[str]:
+        return [scope for (scope,) in conn.execute(QUERIES["fresh_due"], params)]
 
     return read
 

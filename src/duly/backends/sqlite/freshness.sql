@@ -52,8 +52,8 @@ JOIN jobs j ON j.id = f.job_id
 WHERE f.job_id IN (SELECT value FROM json_each(:ids));
 
 -- name: fresh_due
-SELECT name, scope FROM freshness INDEXED BY freshness_due
-WHERE next_due <= :now ORDER BY next_due LIMIT :limit;
+SELECT scope FROM freshness INDEXED BY freshness_due
+WHERE name = :name AND next_due <= :now ORDER BY next_due LIMIT :limit;
 
 -- name: fresh_scopes
 SELECT name, scope, max_staleness, last_success, last_attempt, failures, last_error, next_due,

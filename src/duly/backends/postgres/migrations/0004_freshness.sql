@@ -9,7 +9,7 @@
 --   * stale_at = last_success + max_staleness (-1e18 when never synced): the scopes of one
 --     freshness stalest first, and the stale ones, without a scan;
 --   * next_due: the next baseline, or the end of a failure backoff; the sweep reads
---     freshness_due up to now only.
+--     freshness_due up to now only, per freshness.
 CREATE TABLE {schema}.freshness (
     name          text             NOT NULL,
     scope         text             NOT NULL,
@@ -28,7 +28,7 @@ CREATE TABLE {schema}.freshness (
     stale_at      double precision NOT NULL,
     PRIMARY KEY (name, scope)
 );
-CREATE INDEX freshness_due ON {schema}.freshness (next_due);
+CREATE INDEX freshness_due ON {schema}.freshness (name, next_due);
 CREATE INDEX freshness_stale ON {schema}.freshness (name, stale_at);
 CREATE INDEX freshness_job ON {schema}.freshness (job_id) WHERE job_id IS NOT NULL;
 

@@ -1,7 +1,7 @@
 -- _freshness.lua: freshness helpers (PRODUCT §7), appended to _common.lua by scripts.py (a
 -- script carries only the helpers it uses). Keys (keys.py, "Freshness"): f:<member> hash per
--- scope, member = name SEP scope; `fd` zset of every scope by next_due (the baseline/backoff
--- due index); fs:<name> zset of a freshness's scopes by stale_at (last_success +
+-- scope, member = name SEP scope; fd:<name> zset of a freshness's scopes by next_due (the
+-- baseline/backoff due index); fs:<name> zset of a freshness's scopes by stale_at (last_success +
 -- max_staleness; NEVER for a scope never synced). A sync job carries its scope's member in
 -- its field `fs`. The rules mirror duly/freshness_state.py.
 local FRESH_NEVER = -1e18
@@ -9,7 +9,7 @@ local FRESH_BACKOFF_BASE = 1.0
 
 local function fresh_key(member) return PREFIX .. 'f:' .. member end
 local function fresh_index(name) return PREFIX .. 'fs:' .. name end
-local function fresh_due_key() return PREFIX .. 'fd' end
+local function fresh_due_key(name) return PREFIX .. 'fd:' .. name end
 
 -- The first baseline time after `now`: offset plus a multiple of full_every.
 local function fresh_next_baseline(now, offset, full_every)
@@ -53,7 +53,7 @@ local function fresh_ended(id, status, now, errors)
     local nd = fresh_next_baseline(now_n, tonumber(f[4]), tonumber(f[5]))
     redis.call('HSET', fk, 'ls', ls, 'nf', 0, 'nd', nd)
     redis.call('HDEL', fk, 'le', 'j')
-    redis.call('ZADD', fresh_due_key(), nd, member)
+    redis.call('ZADD', fresh_due_key(name), nd, scope)
     redis.call('ZADD', fresh_index(name), tonumber(ls) + tonumber(f[6]), scope)
   elseif status == 'failed' or status == 'retrying' then
     local failures = redis.call('HINCRBY', fk, 'nf', 1)
@@ -63,7 +63,7 @@ local function fresh_ended(id, status, now, errors)
       local nd = now_n + fresh_backoff(failures, tonumber(f[2]), tonumber(f[3]))
       redis.call('HSET', fk, 'nd', nd)
       redis.call('HDEL', fk, 'j')
-      redis.call('ZADD', fresh_due_key(), nd, member)
+      redis.call('ZADD', fresh_due_key(name), nd, scope)
     end
   elseif status == 'cancelled' then
     redis.call('HSET', fk, 'le', 'cancelled')

@@ -1,7 +1,7 @@
 -- freshness.lua: apply freshness requests (check, request, touch, baseline) to their scopes,
 -- enqueueing each scope's sync job when due (freshness_state.decide), atomically per call.
 --
--- KEYS[1] all-jobs index   KEYS[2] queues set   KEYS[3] `fd` due index of scopes
+-- KEYS[1] all-jobs index   KEYS[2] queues set
 -- ARGV[1] prefix   ARGV[2] wake channel   ARGV[3] now
 -- ARGV[4..] 17 per request: name, scope, reason, active ('1'|'0'), max_staleness, full_every,
 --   max_backoff, offset, jitter, then the sync job: id, task, queue, max_attempts, key ('' =
@@ -51,7 +51,7 @@ for i = 4, #ARGV, 17 do
   local ls, nf, nd = tonumber(f[1]), tonumber(f[2]) or 0, tonumber(f[3])
   if nd == nil then
     nd = fresh_next_baseline(now_n, of, fe)
-    redis.call('ZADD', fresh_due_key(), nd, member)
+    redis.call('ZADD', fresh_due_key(name), nd, scope)
     redis.call('HSET', fk, 'nd', nd, 'nf', 0)
   end
   redis.call('HSET', fk, 'ms', ARGV[i + 4], 'fe', ARGV[i + 5], 'mb', ARGV[i + 6], 'of', ARGV[i + 7])
@@ -60,7 +60,7 @@ for i = 4, #ARGV, 17 do
   if reason == 'baseline' and nd <= now_n then
     nd = fresh_next_baseline(now_n, of, fe)
     redis.call('HSET', fk, 'nd', nd)
-    redis.call('ZADD', fresh_due_key(), nd, member)
+    redis.call('ZADD', fresh_due_key(name), nd, scope)
   end
   local enqueued = 0
   if want ~= '' then

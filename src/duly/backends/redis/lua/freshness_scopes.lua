@@ -1,16 +1,16 @@
 -- freshness_scopes.lua: list scopes. Two modes (ARGV[2]):
 --   'scopes': the scopes of freshness ARGV[3] by stale_at (fs:<name>), earliest first; with
 --             ARGV[5] = '1' only those with stale_at <= ARGV[4] (now); at most ARGV[6].
---   'due':    up to ARGV[6] members of `fd` with next_due <= ARGV[4], earliest first.
--- KEYS[1] `fd` due index of scopes
+--   'due':    up to ARGV[6] scopes of freshness ARGV[3] whose next_due <= ARGV[4] (fd:<name>),
+--             earliest first.
+-- No KEYS (every key is the namespace's, built from the prefix).
 -- ARGV[1] prefix
 -- Returns 'scopes': per scope {scope, ms, ls, la, nf, le, nd, rb, j} ('' = none);
---         'due': the members (name SEP scope).
-local mode, now, limit = ARGV[2], ARGV[4], tonumber(ARGV[6])
+--         'due': the scopes.
+local mode, name, now, limit = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[6])
 if mode == 'due' then
-  return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
+  return redis.call('ZRANGEBYSCORE', fresh_due_key(name), '-inf', now, 'LIMIT', 0, limit)
 end
-local name = ARGV[3]
 local top = ARGV[5] == '1' and now or '+inf'
 local scopes = redis.call('ZRANGEBYSCORE', fresh_index(name), '-inf', top, 'LIMIT', 0, limit)
 local out = {}

@@ -7,7 +7,7 @@
 --   * stale_at = last_success + max_staleness (-1e18 when never synced): the scopes of one
 --     freshness stalest first, and the stale ones (stale_at <= now) without a scan;
 --   * next_due: the next baseline, or the end of a failure backoff; the sweep reads
---     freshness_due up to now only.
+--     freshness_due up to now only, per freshness.
 CREATE TABLE freshness (
     name          TEXT    NOT NULL,
     scope         TEXT    NOT NULL,
@@ -27,6 +27,6 @@ CREATE TABLE freshness (
     PRIMARY KEY (name, scope)
 ) WITHOUT ROWID;
 
-CREATE INDEX freshness_due ON freshness (next_due);
+CREATE INDEX freshness_due ON freshness (name, next_due);
 CREATE INDEX freshness_stale ON freshness (name, stale_at);
 CREATE INDEX freshness_job ON freshness (job_id) WHERE job_id IS NOT NULL;
