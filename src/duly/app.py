@@ -50,6 +50,11 @@ FailureCallback = Callable[[JobInfo, BaseException], Awaitable[None] | None]
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 DEFAULT_RETENTION = timedelta(hours=24)
 DEFAULT_FAILED_RETENTION = timedelta(days=7)
+#: Task settings a freshness's sync does not take: the scope's state already makes its sync
+#: the only one (its job carries no unique key or gate).
+_ONE_PER_SCOPE = frozenset(
+    {"unique", "unique_until", "unique_ttl", "mutex", "concurrency", "concurrency_key"}
+)
 
 
 class _FailureCallback(Hook):
@@ -309,6 +314,11 @@ class App:
             raise ValueError(f"a freshness name is a non-empty str, got {name!r}")
         if name in self.mirrors:
             raise ConfigurationError(f"a freshness named {name!r} is already registered")
+        given = sorted(set(task_settings) & _ONE_PER_SCOPE)
+        if given:
+            raise ConfigurationError(
+                f"a freshness has one sync per scope already; drop {', '.join(given)}"
+            )
         settings = cast(TaskSettings, {"retries": 0, "name": f"freshness.{name}", **task_settings})
         task = self.registry.register(self, sync, settings)
         mirror = Mirror(

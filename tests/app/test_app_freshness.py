@@ -210,6 +210,8 @@ def test_bad_input_is_a_clear_error(app: duly.App) -> None:
         app.freshness("x", sync=sync, max_staleness=60, full_every=-1)
     with pytest.raises(ValueError, match="name"):
         app.freshness("", sync=sync, max_staleness=60)
+    with pytest.raises(duly.ConfigurationError, match="drop mutex, unique"):
+        app.freshness("x", sync=sync, max_staleness=60, unique=True, mutex="m")
     envs = app.freshness("x", sync=sync, max_staleness=60)
     with pytest.raises(duly.ConfigurationError, match="already"):
         app.freshness("x", sync=sync, max_staleness=60)
