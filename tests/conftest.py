@@ -4,9 +4,16 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from services import POSTGRES_URL, REDIS_URL, require_service
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the chaos package holds the private Redis topologies
+    sys.path.insert(0, str(ROOT))
 
 
 @pytest.fixture(autouse=True)
@@ -29,3 +36,25 @@ def postgres_url() -> str:
     """The test PostgreSQL database, checked reachable (skip locally, fail in CI)."""
     require_service("postgres")
     return POSTGRES_URL
+
+
+@pytest.fixture(scope="session")
+def _local_cluster() -> Iterator[str]:
+    """A 3-master Redis Cluster on loopback ports, started once per test process (each xdist
+    worker has its own) and stopped at the end of the session."""
+    from chaos.redis_topologies import LocalCluster
+
+    cluster = LocalCluster(masters=3).start()
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def redis_cluster_url(request: pytest.FixtureRequest) -> str:
+    """The URL of this test process's local Redis Cluster (skip locally, fail in CI, when
+    redis-server cannot be started)."""
+    require_service("redis-cluster")
+    url: str = request.getfixturevalue("_local_cluster")
+    return url

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import shutil
 from typing import Any
 
 import pytest
@@ -24,7 +25,8 @@ BACKENDS = ["sqlite", "redis", "postgres"]
 
 @functools.cache
 def service_problem(kind: str) -> str | None:
-    """Why the ``kind`` service (``sqlite``, ``redis``, ``postgres``) cannot be used, or None."""
+    """Why the ``kind`` service (``sqlite``, ``redis``, ``postgres``; ``redis-cluster`` and
+    ``redis-sentinel``, which the tests start themselves) cannot be used, or None."""
     if kind == "redis":
         try:
             import redis
@@ -37,6 +39,10 @@ def service_problem(kind: str) -> str | None:
             return f"Redis at {REDIS_URL} is not reachable ({exc!r})"
         finally:
             client.close()
+    elif kind in ("redis-cluster", "redis-sentinel"):
+        missing = [tool for tool in ("redis-server", "redis-cli") if shutil.which(tool) is None]
+        if missing:
+            return f"{kind} needs {' and '.join(missing)} on PATH to start one on loopback"
     elif kind == "postgres":
         try:
             import psycopg

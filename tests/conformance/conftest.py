@@ -1,7 +1,9 @@
 """The backend contract runs on every backend: fixtures, and a runner for ``async def`` tests.
 
 Every test that takes ``backend`` or ``make_backend`` runs once per backend, with ids
-``sqlite``, ``redis`` and ``postgres`` (so ``pytest -k redis`` selects one), each on its own
+``sqlite``, ``redis``, ``redis-cluster`` (the Redis backend on a local 3-master Redis Cluster
+started once per test process) and ``postgres`` (``pytest -k redis`` selects both Redis
+kinds), each on its own
 namespace (a SQLite file in ``tmp_path``, a Redis key prefix, a PostgreSQL schema), so the suite
 can run in parallel.
 
@@ -42,16 +44,23 @@ def sqlite_factory(tmp_path: Path) -> BackendFactory:
     )
 
 
-@pytest.fixture
-def redis_factory(redis_url: str) -> BackendFactory:
+def _redis_factory(kind: str, url: str) -> BackendFactory:
     from duly.backends.redis import RedisBackend
 
     return BackendFactory(
-        "redis",
-        lambda name: RedisBackend(redis_url, namespace=name),
-        f"t{_hex()}",
-        lambda: f"t{_hex()}",
+        kind, lambda name: RedisBackend(url, namespace=name), f"t{_hex()}", lambda: f"t{_hex()}"
     )
+
+
+@pytest.fixture
+def redis_factory(redis_url: str) -> BackendFactory:
+    return _redis_factory("redis", redis_url)
+
+
+@pytest.fixture
+def redis_cluster_factory(redis_cluster_url: str) -> BackendFactory:
+    """The Redis backend on this test process's local 3-master cluster."""
+    return _redis_factory("redis-cluster", redis_cluster_url)
 
 
 @pytest.fixture
@@ -69,7 +78,8 @@ def postgres_factory(postgres_url: str) -> BackendFactory:
 @pytest.fixture(params=KINDS, ids=KINDS)
 def make_backend(request: pytest.FixtureRequest) -> BackendFactory:
     """The factory of this test's backend kind (the one parameter ``backend`` shares)."""
-    factory: BackendFactory = request.getfixturevalue(f"{request.param}_factory")
+    name = request.param.replace("-", "_")
+    factory: BackendFactory = request.getfixturevalue(f"{name}_factory")
     return factory
 
 
@@ -87,11 +97,31 @@ def backend(make_backend: BackendFactory, aio: asyncio.Runner) -> Iterator[Backe
     aio.run(instance.open())
     try:
         yield instance
+        if make_backend.kind == "redis-cluster":
+            aio.run(_assert_every_key_hash_tagged(instance))
     finally:
         try:
             aio.run(instance.drop())
         finally:
             aio.run(instance.close())
+
+
+async def _assert_every_key_hash_tagged(instance: Backend) -> None:
+    """Every key on the cluster is a namespace's (``{<namespace>}:...``, keys.py): a script
+    that built a key any other way would reach a slot of its own, which fails on another node
+    (CROSSSLOT / non-local key) and silently spreads a namespace over slots on the same one."""
+    from redis.asyncio.cluster import RedisCluster
+
+    from duly.backends.redis import RedisBackend
+
+    assert isinstance(instance, RedisBackend)
+    host, port = instance.topology.nodes[0]
+    client = RedisCluster(host=host, port=port)
+    try:
+        stray = [key async for key in client.scan_iter() if not key.startswith(b"{t")]
+    finally:
+        await client.aclose()
+    assert not stray, f"keys outside any namespace's hash tag: {stray[:10]}"
 
 
 @pytest.hookimpl(tryfirst=True)

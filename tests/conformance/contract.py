@@ -23,7 +23,8 @@ from duly.records import JobRecord, NewJob, Outcome
 T = TypeVar("T")
 
 #: The backends every contract test runs on; also the test ids (``pytest -k redis``).
-KINDS = ("sqlite", "redis", "postgres")
+#: ``redis-cluster`` is the Redis backend on a local 3-master Redis Cluster.
+KINDS = ("sqlite", "redis", "redis-cluster", "postgres")
 
 
 class BackendFactory:

@@ -65,6 +65,10 @@ def _unreachable(kind: str, tmp_path: Path) -> Backend:
         from duly.backends.redis import RedisBackend
 
         return RedisBackend("redis://127.0.0.1:1/0", namespace="unreachable")
+    if kind == "redis-cluster":
+        from duly.backends.redis import RedisBackend
+
+        return RedisBackend("redis+cluster://127.0.0.1:1,127.0.0.1:2", namespace="unreachable")
     from duly.backends.postgres import PostgresBackend
 
     return PostgresBackend("postgresql://postgres@127.0.0.1:1/test", schema="unreachable")

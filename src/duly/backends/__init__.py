@@ -41,8 +41,9 @@ def backend_from_url(url: str, namespace: str = "duly") -> Backend:
     """Create (not open) the backend for ``url``.
 
     ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db``; ``redis://`` or
-    ``rediss://`` (keys prefixed by ``namespace``); ``postgresql://`` (tables in the schema
-    ``namespace``). A ``?namespace=`` query parameter overrides the argument;
+    ``rediss://`` (keys prefixed by ``namespace``), ``redis+cluster://host:port[,host:port]``
+    or ``redis+sentinel://host:port[,host:port]/<master-name>[/<db>]``; ``postgresql://``
+    (tables in the schema ``namespace``). A ``?namespace=`` query parameter overrides the argument;
     ``?auto_migrate=false`` stops PostgreSQL from migrating its schema on first use.
     """
     url, params = split_url(url)
@@ -54,8 +55,9 @@ def backend_from_url(url: str, namespace: str = "duly") -> Backend:
         from duly.backends.sqlite import SqliteBackend
 
         return SqliteBackend(url)
-    if scheme in ("redis", "rediss", "unix"):
-        check_redis_url(url)
+    if scheme in ("redis", "rediss", "unix", "redis+cluster", "redis+sentinel"):
+        if scheme in ("redis", "rediss", "unix"):
+            check_redis_url(url)
         try:
             from duly.backends.redis import RedisBackend
         except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -74,6 +76,6 @@ def backend_from_url(url: str, namespace: str = "duly") -> Backend:
         auto_migrate = _flag(params.get("auto_migrate", "true"))
         return PostgresBackend(url, schema=namespace, auto_migrate=auto_migrate)
     raise ConfigurationError(
-        f"unsupported backend URL {redact_url(url)!r}: expected sqlite:///path, redis://host or "
-        "postgresql://host/db"
+        f"unsupported backend URL {redact_url(url)!r}: expected sqlite:///path, redis://host, "
+        "redis+cluster://host:port, redis+sentinel://host:port/master or postgresql://host/db"
     )

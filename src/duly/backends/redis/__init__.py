@@ -22,18 +22,18 @@ from collections.abc import Sequence
 from contextlib import suppress
 from typing import Final, cast
 
-from redis.asyncio import Redis
-
 from duly.backends._urls import redact_url
 from duly.backends.redis import _freshness, codec
 from duly.backends.redis.connection import (
     UNAVAILABLE,
     BlockingConnections,
+    Client,
     guard,
     make_client,
 )
 from duly.backends.redis.keys import Keyspace
 from duly.backends.redis.scripts import Scripts
+from duly.backends.redis.topology import Topology
 from duly.backends.redis.wake import Wake
 from duly.freshness_state import FreshnessRequest, ScopeState
 from duly.records import (
@@ -60,17 +60,20 @@ _OUTCOME_KINDS: Final = frozenset({"succeeded", "failed", "retry", "release", "a
 
 
 class RedisBackend:
-    """Jobs in Redis under ``{namespace}:`` keys (one cluster slot per namespace)."""
+    """Jobs in Redis under ``{namespace}:`` keys (one cluster slot per namespace): one server,
+    a Redis Cluster (``redis+cluster://``) or a Sentinel-managed primary (``redis+sentinel://``;
+    see ``topology.py``)."""
 
     def __init__(self, url: str, namespace: str = "duly") -> None:
         self.url = url
         self.namespace = namespace
         self.keys = Keyspace(namespace)
+        self.topology = Topology.parse(url)
         self._scripts = Scripts(self.keys)
         self._safe_url = redact_url(url)
-        self._client: Redis | None = None
+        self._client: Client | None = None
         self._loaded = False
-        self._blocking = BlockingConnections(url)
+        self._blocking = BlockingConnections(self.topology)
         self._wake = Wake(self.keys.wake, self._safe_url)
 
     def __repr__(self) -> str:
@@ -82,9 +85,9 @@ class RedisBackend:
 
     # -- plumbing --------------------------------------------------------------------------
     @property
-    def _redis(self) -> Redis:
+    def _redis(self) -> Client:
         if self._client is None:
-            self._client = make_client(self.url)
+            self._client = make_client(self.topology)
         return self._client
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -138,7 +141,10 @@ class RedisBackend:
         if not jobs:
             return []
         with guard(self._safe_url, "enqueue"):
-            found = self._scripts.enqueue_blocking(self._blocking.connection(), jobs)
+            if self.topology.kind == "cluster":
+                found = self._scripts.enqueue_blocking_cluster(self._blocking.cluster(), jobs)
+            else:
+                found = self._scripts.enqueue_blocking(self._blocking.connection(), jobs)
         return codec.results(jobs, found)
 
     def close_blocking(self) -> None:

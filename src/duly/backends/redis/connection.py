@@ -19,6 +19,7 @@ from redis import Connection as SyncConnection
 from redis import ConnectionPool as SyncConnectionPool
 from redis import exceptions as redis_errors
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import (
     AbstractConnection,
     Connection,
@@ -27,9 +28,11 @@ from redis.asyncio.connection import (
 )
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.cluster import RedisCluster as SyncRedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 from redis.retry import Retry as SyncRetry
 
+from duly.backends.redis.topology import Topology
 from duly.errors import BackendUnavailable
 
 if TYPE_CHECKING:
@@ -39,19 +42,28 @@ __all__ = [
     "UNAVAILABLE",
     "AutoPipeline",
     "BlockingConnections",
+    "Client",
     "guard",
     "make_client",
 ]
 
 _MAX_CONNECTIONS: Final = 64
 _POOL_WAIT: Final = 20.0  # seconds a caller waits for a free pooled connection
-#: The errors that mean "Redis cannot be reached", turned into ``BackendUnavailable``.
+#: The errors that mean "Redis cannot be reached", turned into ``BackendUnavailable``. On a
+#: cluster: the slot's primary is down or being failed over (CLUSTERDOWN, MASTERDOWN, TRYAGAIN,
+#: no node serves the slot yet, or redirections kept failing); the client refreshes its slot
+#: map and a later call goes to the new primary.
 UNAVAILABLE: Final = (
     redis_errors.ConnectionError,
     redis_errors.TimeoutError,
+    redis_errors.ClusterError,
+    redis_errors.TryAgainError,
+    redis_errors.SlotNotCoveredError,
     TimeoutError,
     OSError,
 )
+#: An async client of one server (or of a Sentinel-managed primary), or of a cluster.
+Client = Redis | RedisCluster
 
 
 _fork_generation = 0  # bumped in a forked child: connections made before belong to the parent
@@ -112,11 +124,23 @@ def guard(url: str, doing: str) -> Iterator[None]:
         yield
     except UNAVAILABLE as exc:
         raise BackendUnavailable(f"Redis at {url} is unavailable ({doing}): {exc}") from exc
+    except redis_errors.RedisClusterException as exc:
+        # The cluster client's "cannot be connected" (no startup node answered) chains the
+        # connection error; its other RedisClusterExceptions are misuse, not an outage.
+        if not isinstance(exc.__cause__, UNAVAILABLE):
+            raise
+        raise BackendUnavailable(f"Redis at {url} is unavailable ({doing}): {exc}") from exc
 
 
-def make_client(url: str) -> Redis:
-    """A ``redis.asyncio`` client for ``url`` owning a blocking pool: many concurrent callers
-    wait for a connection instead of failing with "Too many connections"."""
+def make_client(topology: Topology) -> Client:
+    """The async client of ``topology``: for one server, a ``redis.asyncio`` client owning a
+    blocking pool (many concurrent callers wait for a connection instead of failing with "Too
+    many connections"); for a cluster or Sentinel, redis-py's own clients (``topology.py``)."""
+    if topology.kind == "cluster":
+        return topology.cluster_client()
+    if topology.kind == "sentinel":
+        return topology.sentinel_client()
+    url = topology.url
     extra: dict[str, Any] = {}
     connection_class = _connection_class(url)
     if connection_class is not None:
@@ -141,14 +165,38 @@ class BlockingConnections:
     """One sync connection per thread for the blocking calls. Not from a pool: a pool's
     checkout asks the OS for the pid and polls the socket on every call (a third of a one-job
     enqueue's client time). A connection closes when its thread ends (garbage) or at
-    ``close``; a forked child makes its own."""
+    ``close``; a forked child makes its own. On a cluster, one thread-safe sync cluster
+    client instead (it keeps a pool per node and follows redirections)."""
 
-    def __init__(self, url: str) -> None:
-        self.url = url
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+        self.url = topology.url
         self.connections: weakref.WeakSet[SyncConnection] = weakref.WeakSet()
         self._factory: SyncConnectionPool | None = None  # only to make connections
+        self._cluster: tuple[SyncRedisCluster, int] | None = None  # and its fork generation
         self._local = threading.local()
         self._lock = threading.Lock()
+
+    def cluster(self) -> SyncRedisCluster:
+        """The sync cluster client (made on first use, and again after a fork)."""
+        held = self._cluster
+        if held is None or held[1] != _fork_generation:
+            with self._lock:
+                held = self._cluster
+                if held is None or held[1] != _fork_generation:
+                    held = (self.topology.sync_cluster_client(), _fork_generation)
+                    self._cluster = held
+        return held[0]
+
+    def _make_factory(self) -> SyncConnectionPool:
+        if self.topology.kind == "sentinel":
+            return self.topology.sync_sentinel_pool()
+        return SyncConnectionPool.from_url(
+            self.url,
+            decode_responses=False,
+            retry=SyncRetry(ExponentialBackoff(cap=0.2, base=0.02), 2),
+            socket_connect_timeout=5,
+        )
 
     def connection(self) -> SyncConnection:
         """This thread's own connection (made on first use, and again after a fork)."""
@@ -157,12 +205,7 @@ class BlockingConnections:
         if conn is None or local.generation != _fork_generation:
             with self._lock:
                 if self._factory is None:
-                    self._factory = SyncConnectionPool.from_url(
-                        self.url,
-                        decode_responses=False,
-                        retry=SyncRetry(ExponentialBackoff(cap=0.2, base=0.02), 2),
-                        socket_connect_timeout=5,
-                    )
+                    self._factory = self._make_factory()
                 factory = self._factory
                 conn = factory.connection_class(**factory.connection_kwargs)
                 self.connections.add(conn)
@@ -175,8 +218,11 @@ class BlockingConnections:
             connections: list[Any] = list(self.connections)  # redis-py: untyped
             self.connections.clear()
             self._local = threading.local()
+            cluster, self._cluster = self._cluster, None
         for conn in connections:
             conn.disconnect()
+        if cluster is not None:
+            cluster[0].close()
 
 
 async def _reply(pending: Awaitable[Any]) -> Any:
@@ -206,6 +252,7 @@ class AutoPipeline:
     def call(
         self, client: Redis, script: Script, keys: Sequence[str], args: Sequence[Value]
     ) -> asyncio.Future[Any]:
+        """Queue one script call for this turn's flush; its future gets the reply."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         if not self._pending:

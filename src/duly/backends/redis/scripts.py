@@ -16,14 +16,15 @@ import asyncio
 import functools
 import hashlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from importlib import resources
 from typing import Any, Final
 
-from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.cluster import RedisCluster as SyncRedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
-from duly.backends.redis.connection import AutoPipeline
+from duly.backends.redis.connection import AutoPipeline, Client
 from duly.backends.redis.keys import Keyspace
 from duly.freshness_state import FreshnessRequest
 from duly.records import NewJob, Outcome, RateRequest
@@ -89,12 +90,14 @@ class Script:
         self.name = name
         self.source, self.sha = _compiled(name)
 
-    async def load(self, client: Redis) -> None:
+    async def load(self, client: Client) -> None:
+        """Register the script (on a cluster: on every primary)."""
         sha = await client.script_load(self.source)
         if (sha.decode() if isinstance(sha, bytes) else sha) != self.sha:  # pragma: no cover
             raise RuntimeError(f"Redis computed another SHA1 for script {self.name}")
 
-    async def __call__(self, client: Redis, keys: Sequence[str], args: Sequence[Value]) -> Any:
+    async def __call__(self, client: Client, keys: Sequence[str], args: Sequence[Value]) -> Any:
+        """Run the script (loading it first if Redis does not know it)."""
         try:
             return await client.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:
@@ -142,12 +145,17 @@ class Scripts:
 
         self.pipeline = AutoPipeline()
 
-    async def _call(
-        self, script: Script, client: Redis, keys: Sequence[str], args: Sequence[Value]
-    ) -> Any:
-        return await self.pipeline.call(client, script, keys, args)
+    def _call(
+        self, script: Script, client: Client, keys: Sequence[str], args: Sequence[Value]
+    ) -> Awaitable[Any]:
+        """One script call: auto-pipelined on one server; on a cluster, sent by the cluster
+        client to the node of its keys' slot (it follows MOVED/ASK)."""
+        if isinstance(client, RedisCluster):
+            return script(client, keys, args)
+        return self.pipeline.call(client, script, keys, args)
 
-    async def load(self, client: Redis) -> None:
+    async def load(self, client: Client) -> None:
+        """Register every script."""
         for script in self.all:
             await script.load(client)
 
@@ -198,7 +206,7 @@ class Scripts:
         for i in range(0, len(reply), 2):
             found[base + reply[i] - 1] = reply[i + 1]
 
-    async def enqueue(self, client: Redis, jobs: Sequence[NewJob]) -> list[bytes | None]:
+    async def enqueue(self, client: Client, jobs: Sequence[NewJob]) -> list[bytes | None]:
         """Store ``jobs``; per job, None if stored, else the id of the job it deduplicated to
         (its own, already existing; or the holder of its unique key).
 
@@ -208,7 +216,7 @@ class Scripts:
         so nothing is stored twice."""
         keys = self._enqueue_keys()
         calls = [
-            self.pipeline.call(client, self.enqueue_script, keys, args)
+            self._call(self.enqueue_script, client, keys, args)
             for args in self._enqueue_chunks(jobs)
         ]
         replies = await asyncio.gather(*calls, return_exceptions=True)
@@ -256,6 +264,21 @@ class Scripts:
                 raise reply
         return self._collect(jobs, replies)
 
+    def enqueue_blocking_cluster(
+        self, client: SyncRedisCluster, jobs: Sequence[NewJob]
+    ) -> list[bytes | None]:
+        """``enqueue_blocking`` on a cluster: each chunk is one script call that the sync
+        cluster client sends to the namespace's node (following redirections)."""
+        script, keys = self.enqueue_script, self._enqueue_keys()
+        replies: list[Any] = []
+        for args in self._enqueue_chunks(jobs):
+            try:
+                replies.append(client.evalsha(script.sha, len(keys), *keys, *args))
+            except NoScriptError:
+                client.script_load(script.source)
+                replies.append(client.evalsha(script.sha, len(keys), *keys, *args))
+        return self._collect(jobs, replies)
+
     def _enqueue_keys(self) -> tuple[str, ...]:
         k = self.keys
         return (k.due, k.all, k.queues, k.queue_counts, k.unique)
@@ -268,7 +291,7 @@ class Scripts:
 
     async def claim(
         self,
-        client: Redis,
+        client: Client,
         worker: str,
         queues: Sequence[str],
         limit: int,
@@ -286,7 +309,7 @@ class Scripts:
         return list(zip(reply[::2], reply[1::2], strict=True))
 
     async def heartbeat(
-        self, client: Redis, worker: str, job_ids: Sequence[str], now: float, lease_until: float
+        self, client: Client, worker: str, job_ids: Sequence[str], now: float, lease_until: float
     ) -> list[bytes]:
         k = self.keys
         reply: list[bytes] = await self._call(
@@ -298,7 +321,7 @@ class Scripts:
         return reply
 
     async def finish(
-        self, client: Redis, worker: str, outcomes: Sequence[Outcome], now: float
+        self, client: Client, worker: str, outcomes: Sequence[Outcome], now: float
     ) -> list[bool]:
         k = self.keys
         minute = int(now // 60)
@@ -329,7 +352,7 @@ class Scripts:
         )
         return [flag == 1 for flag in reply]
 
-    async def promote_due(self, client: Redis, now: float, limit: int) -> tuple[int, bytes | None]:
+    async def promote_due(self, client: Client, now: float, limit: int) -> tuple[int, bytes | None]:
         k = self.keys
         moved, first = await self._call(
             self.promote_script,
@@ -340,7 +363,7 @@ class Scripts:
         return int(moved), first
 
     async def recover(
-        self, client: Redis, now: float, max_lost: int, limit: int, failed_expire_at: float
+        self, client: Client, now: float, max_lost: int, limit: int, failed_expire_at: float
     ) -> list[tuple[bytes, int]]:
         k = self.keys
         minute = int(now // 60)
@@ -368,7 +391,9 @@ class Scripts:
         )
         return [(job_id, int(flag)) for job_id, flag in zip(reply[::2], reply[1::2], strict=True)]
 
-    async def cancel(self, client: Redis, job_id: str, now: float, expire_at: float | None) -> bool:
+    async def cancel(
+        self, client: Client, job_id: str, now: float, expire_at: float | None
+    ) -> bool:
         k = self.keys
         reply = await self._call(
             self.cancel_script,
@@ -378,7 +403,7 @@ class Scripts:
         )
         return bool(reply == 1)
 
-    async def retry(self, client: Redis, job_id: str, now: float) -> bool:
+    async def retry(self, client: Client, job_id: str, now: float) -> bool:
         k = self.keys
         reply = await self._call(
             self.retry_script, client, (k.expiry, k.unique), [k.prefix, job_id, k.wake, float(now)]
@@ -386,16 +411,18 @@ class Scripts:
         return bool(reply == 1)
 
     async def reserve_rate(
-        self, client: Redis, requests: Sequence[RateRequest], now: float
+        self, client: Client, requests: Sequence[RateRequest], now: float
     ) -> list[bytes]:
         args: list[Value] = [self.keys.prefix, float(now)]
         for r in requests:
             args += (r.key, float(r.interval), r.burst, float(r.not_before))
-        reply: list[bytes] = await self._call(self.rate_script, client, (), args)
+        # KEYS[1] only routes the call to the namespace's slot (on a cluster).
+        route = (self.keys.rate(requests[0].key),)
+        reply: list[bytes] = await self._call(self.rate_script, client, route, args)
         return reply
 
     async def purge(
-        self, client: Redis, now: float, limit: int, counter_cutoff: float, worker_cutoff: float
+        self, client: Client, now: float, limit: int, counter_cutoff: float, worker_cutoff: float
     ) -> int:
         k = self.keys
         reply = await self._call(
@@ -408,7 +435,7 @@ class Scripts:
 
     async def list_jobs(
         self,
-        client: Redis,
+        client: Client,
         index: str,
         sort: bool,
         limit: int,

@@ -9,10 +9,9 @@ import asyncio
 from collections.abc import Sequence
 from contextlib import suppress
 
-from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 
-from duly.backends.redis.connection import guard
+from duly.backends.redis.connection import Client, guard
 
 __all__ = ["Wake"]
 
@@ -28,7 +27,7 @@ class Wake:
         self._pending: set[str] = set()
         self._waiters: list[tuple[frozenset[str], asyncio.Future[None]]] = []
 
-    async def wait(self, client: Redis, queues: Sequence[str], timeout: float) -> None:
+    async def wait(self, client: Client, queues: Sequence[str], timeout: float) -> None:
         """Return when one of ``queues`` is woken (now, if it was since the last wait) or after
         ``timeout`` seconds; subscribes on ``client`` first when not listening."""
         wanted = frozenset(queues)
@@ -46,7 +45,7 @@ class Wake:
         finally:
             self._waiters.remove(entry)
 
-    async def _ensure_listener(self, client: Redis) -> None:
+    async def _ensure_listener(self, client: Client) -> None:
         if self._listener is not None and not self._listener.done():
             return
         await self.stop()

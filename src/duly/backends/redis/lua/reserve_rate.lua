@@ -1,6 +1,7 @@
 -- reserve_rate.lua: reserve one rate-limit slot per request, in order (GCRA).
 --
--- KEYS: none (rl:<key> strings are built from the prefix; keys.py)
+-- KEYS[1] the first request's rl:<key>, only to route the call to the namespace's cluster slot
+-- (every rl:<key> string is built from the prefix; keys.py)
 -- ARGV[1] prefix   ARGV[2] now
 -- ARGV[3..] four per request: key, interval (s), burst, not_before
 -- Returns one start time per request, as a string ('%.17g', so it reads back exactly).
