@@ -461,7 +461,7 @@ class Scripts:
         return list(zip(reply[::2], reply[1::2], strict=True))
 
     async def freshness(
-        self, client: Redis, requests: Sequence[FreshnessRequest], now: float
+        self, client: Client, requests: Sequence[FreshnessRequest], now: float
     ) -> list[list[Any]]:
         """Per request, the scope's row as freshness.lua returns it."""
         k = self.keys
@@ -493,10 +493,12 @@ class Scripts:
         return reply
 
     async def freshness_scopes(
-        self, client: Redis, mode: str, name: str, now: float, stale_only: bool, limit: int
+        self, client: Client, mode: str, name: str, now: float, stale_only: bool, limit: int
     ) -> list[Any]:
-        """freshness_scopes.lua's reply: scope rows (mode ``scopes``) or due members (``due``)."""
+        """freshness_scopes.lua's reply: scope rows (mode ``scopes``) or due scopes (``due``)."""
         k = self.keys
         args: list[Value] = [k.prefix, mode, name, float(now), "1" if stale_only else "0", limit]
-        reply: list[Any] = await self._call(self.freshness_scopes_script, client, (), args)
+        # KEYS[1] only routes the call to the namespace's slot (on a cluster).
+        route = (k.fresh_index(name),)
+        reply: list[Any] = await self._call(self.freshness_scopes_script, client, route, args)
         return reply

@@ -3,7 +3,8 @@
 --             ARGV[5] = '1' only those with stale_at <= ARGV[4] (now); at most ARGV[6].
 --   'due':    up to ARGV[6] scopes of freshness ARGV[3] whose next_due <= ARGV[4] (fd:<name>),
 --             earliest first.
--- No KEYS (every key is the namespace's, built from the prefix).
+-- KEYS[1] fs:<name>, only to route the call to the namespace's cluster slot (every key is
+-- built from the prefix; keys.py)
 -- ARGV[1] prefix
 -- Returns 'scopes': per scope {scope, ms, ls, la, nf, le, nd, rb, j} ('' = none);
 --         'due': the scopes.
