@@ -92,8 +92,11 @@ def test_tiers_request_touch_and_listing(make_app: Callable[..., duly.App]) -> N
     def tier(scope: str) -> timedelta:
         return timedelta(minutes=1) if scope.startswith("gold:") else timedelta(hours=1)
 
-    nodes = app.freshness("nodes", sync=sync_nodes, max_staleness=tier, queue="sync")
+    nodes = app.freshness(
+        "nodes", sync=sync_nodes, max_staleness=tier, queue="sync", rate_limit="100/s"
+    )
     assert nodes.task.config.queue == "sync"
+    assert nodes.task.config.limits is not None and nodes.task.config.limits.rate is not None
     for scope in ("gold:1", "free:1"):
         nodes.check(scope)
     run_jobs(app, queues=["sync"])
@@ -150,6 +153,35 @@ def test_failures_back_off_up_to_max_backoff_under_a_manual_clock(
     assert len(attempts) == 8
     assert waits[-1] >= 20  # 2**7 s capped at 40 s, jitter at most halves it
     assert waits[0] <= 1
+
+
+def test_a_retried_sync_counts_its_failure_and_stays_the_scopes_sync(
+    make_app: Callable[..., duly.App],
+) -> None:
+    app = make_app()
+    runs: list[bool] = []
+
+    def sync_envs(scope: str, full: bool) -> None:
+        runs.append(full)
+        if len(runs) == 1:
+            raise TimeoutError("read timed out")
+
+    envs = app.freshness(
+        "envs",
+        sync=sync_envs,
+        max_staleness=timedelta(minutes=10),
+        retries=1,
+        backoff=duly.Backoff(base=0.05, cap=0.05),
+        timeout=30,
+    )
+    f = envs.check("team:4")
+    assert f.job is not None
+    run_jobs(app, [f.job])
+    assert runs == [True, True]
+    info = f.job.info()
+    assert info is not None and (info.status, info.attempts) == ("succeeded", 2)
+    now = envs.check("team:4")
+    assert (now.state, now.failures, now.last_error, now.syncing) == ("current", 0, None, False)
 
 
 def test_throttled_defers_the_sync_without_failing(make_app: Callable[..., duly.App]) -> None:
