@@ -79,3 +79,9 @@ def claim_as(app: Any, job_id: str, worker: str, lease: float) -> None:
             await app.aclose()
 
     asyncio.run(claim())
+
+
+def keys_matching(client: Any, pattern: str) -> set[str]:
+    """The keys of a sync redis-py ``client`` matching ``pattern``, in few round trips: the
+    test server is shared, and may hold a million keys of other tests or benches."""
+    return {name.decode() for name in client.scan_iter(match=pattern, count=10_000)}

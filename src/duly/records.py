@@ -192,6 +192,11 @@ class QueueStats:
     queued: int = 0
     scheduled: int = 0
     running: int = 0
+    #: Of ``queued``: jobs parked behind a full gate (mutex or limit), waiting for a slot.
+    parked: int = 0
+    #: When the longest-waiting claimable (queued, not parked) job became ready, i.e. the least
+    #: ``max(enqueued_at, scheduled_for)``; None when none waits.
+    oldest_ready_at: float | None = None
 
 
 @dataclass(slots=True)

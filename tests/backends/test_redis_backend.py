@@ -18,6 +18,7 @@ from uuid import uuid4
 
 import pytest
 import redis
+from services import keys_matching
 
 from duly.backends.redis import RedisBackend
 from duly.backends.redis.connection import AutoPipeline
@@ -84,7 +85,7 @@ def test_every_key_is_hash_tagged_and_matches_the_keyspace(redis_url: str) -> No
         await b.finish("w1", [Outcome(claimed.id, "succeeded", b"1", expire_at=T0 + 9)], T0)
         client = raw(redis_url)
         try:
-            names = {n.decode() for n in client.scan_iter(match=k.pattern)}
+            names = keys_matching(client, k.pattern)
             assert names, "nothing stored"
             assert all(n.startswith(f"{{{k.namespace}}}:") for n in names)
             for job_id in (queued.id, later.id, keyed.id):
@@ -496,7 +497,7 @@ def test_purge_deletes_counter_buckets_by_the_callers_clock(redis_url: str) -> N
         assert await b.stats(0) == []
         client = raw(redis_url)
         try:
-            left = {n.decode() for n in client.scan_iter(match=b.keys.pattern)}
+            left = keys_matching(client, b.keys.pattern)
             assert left <= {b.keys.queues, b.keys.queue_counts}  # queue names stay known
         finally:
             client.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from contract import (
+    LEASE,
     MINUTE0,
     T0,
     W1,
@@ -15,6 +16,7 @@ from contract import (
     finish_one,
     new_job,
 )
+from test_protocol_concurrency import gated_job
 
 from duly.backends.base import Backend
 from duly.records import JobFilter, Outcome, QueueStats, StatRow
@@ -157,10 +159,47 @@ async def test_queue_stats(backend: Backend) -> None:
     stats = await backend.queue_stats()
     assert [q.name for q in stats] == sorted(q.name for q in stats)
     counted = {q.name: q for q in stats}
-    assert counted["a"] == QueueStats("a", queued=1, scheduled=1, running=2)
-    assert counted["b"] == QueueStats("b", queued=1, scheduled=2, running=0)
+    assert counted["a"] == QueueStats("a", queued=1, scheduled=1, running=2, oldest_ready_at=T0)
+    assert counted["b"] == QueueStats("b", queued=1, scheduled=2, running=0, oldest_ready_at=T0)
     assert counted["c"] == QueueStats("c", queued=0, scheduled=1, running=0)
     assert set(counted) == {"a", "b", "c"}
+
+
+async def test_queue_stats_oldest_ready_is_by_ready_time_across_priorities(
+    backend: Backend,
+) -> None:
+    # Enqueued first but ready last (promoted at T0 + 100): it heads its priority on some
+    # backends, yet T0 + 10 is the longest wait; the low-priority band is read too.
+    late = new_job("q", at=T0, delay=100)
+    await enqueue(backend, late, new_job("q", at=T0 + 20, priority=5))
+    await enqueue(backend, new_job("q", at=T0 + 10), new_job("q", at=T0 + 15, priority=-3))
+    assert (await backend.promote_due(T0 + 100, 10))[0] == 1
+    (stats,) = await backend.queue_stats()
+    assert (stats.queued, stats.parked, stats.oldest_ready_at) == (4, 0, approx(T0 + 10))
+
+
+async def test_queue_stats_oldest_ready_of_a_job_handed_back(backend: Backend) -> None:
+    lost = new_job("r", at=T0 + 1.25)
+    await enqueue(backend, lost)
+    assert await claim_ids(backend, W1, queues=["r"], now=T0 + 2) == [lost.id]
+    await enqueue(backend, new_job("r", at=T0 + 3))
+    (recovered,) = await backend.recover(T0 + 3 + LEASE, 3, 10, T0 + 9999)
+    assert recovered.requeued
+    (stats,) = await backend.queue_stats()
+    assert (stats.queued, stats.running, stats.oldest_ready_at) == (2, 0, approx(T0 + 1.25))
+
+
+async def test_queue_stats_count_parked_jobs_apart(backend: Backend) -> None:
+    gated = [gated_job("m", queue="g", at=T0 + i) for i in range(3)]
+    await enqueue(backend, *gated)
+    taken = await claim_ids(backend, W1, queues=["g"], limit=3)
+    taken += await claim_ids(backend, W1, queues=["g"], limit=3)
+    assert taken == [gated[0].id]
+    (stats,) = await backend.queue_stats()
+    assert stats == QueueStats("g", queued=2, running=1, parked=2, oldest_ready_at=None)
+    await enqueue(backend, new_job("g", at=T0 + 7))
+    (stats,) = await backend.queue_stats()
+    assert (stats.queued, stats.parked, stats.oldest_ready_at) == (3, 2, approx(T0 + 7))
 
 
 async def test_queue_stats_follow_finished_jobs(backend: Backend) -> None:

@@ -2,10 +2,30 @@
 
 - ``PrometheusHook``: a ``duly.Hook`` counting jobs by task, queue and outcome
   (``pip install 'duly[metrics]'``); ``duly worker --metrics-port N`` serves it.
+- ``BackendCollector``: backend-wide gauges (queue depth, oldest wait, parked, scheduled,
+  running, workers alive) for any prometheus_client registry; ``metrics_text(app)`` /
+  ``await metrics_text_async(app)`` render them as a ``/metrics`` body.
 - ``JsonFormatter``: ``duly worker --log-format json``, one JSON object per line.
 """
 
+from duly.observability.collector import (
+    BACKEND_METRICS,
+    BackendCollector,
+    BackendSnapshot,
+    metrics_text,
+    metrics_text_async,
+)
 from duly.observability.logs import JsonFormatter
 from duly.observability.prometheus import PrometheusHook, require_prometheus, serve_metrics
 
-__all__ = ["JsonFormatter", "PrometheusHook", "require_prometheus", "serve_metrics"]
+__all__ = [
+    "BACKEND_METRICS",
+    "BackendCollector",
+    "BackendSnapshot",
+    "JsonFormatter",
+    "PrometheusHook",
+    "metrics_text",
+    "metrics_text_async",
+    "require_prometheus",
+    "serve_metrics",
+]

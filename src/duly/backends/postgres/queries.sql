@@ -752,7 +752,10 @@ WITH counts AS (
     SELECT j.queue,
            count(*) FILTER (WHERE j.status = 'queued') AS queued,
            count(*) FILTER (WHERE j.status IN ('scheduled', 'retrying')) AS scheduled,
-           count(*) FILTER (WHERE j.status = 'running') AS running
+           count(*) FILTER (WHERE j.status = 'running') AS running,
+           count(*) FILTER (WHERE j.status = 'queued' AND j.parked) AS parked,
+           min(greatest(j.enqueued_at, coalesce(j.scheduled_for, 0)))
+               FILTER (WHERE j.status = 'queued' AND NOT j.parked) AS oldest_ready_at
     FROM {schema}.jobs j
     WHERE j.status IN ('scheduled', 'queued', 'running', 'retrying')
     GROUP BY j.queue
@@ -760,7 +763,9 @@ WITH counts AS (
 SELECT q.name,
        coalesce(c.queued, 0) AS queued,
        coalesce(c.scheduled, 0) AS scheduled,
-       coalesce(c.running, 0) AS running
+       coalesce(c.running, 0) AS running,
+       coalesce(c.parked, 0) AS parked,
+       c.oldest_ready_at
 FROM {schema}.queues q
 LEFT JOIN counts c ON c.queue = q.name
 ORDER BY q.name;

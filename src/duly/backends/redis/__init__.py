@@ -296,7 +296,8 @@ class RedisBackend:
                     pipe.zcard(k.ready(name))
                 pipe.hgetall(k.queue_counts)
                 *ready, counts = await pipe.execute()
-        return codec.queue_stats(names, ready, counts)
+            ages = await self._scripts.queue_ages(client, names)
+        return codec.queue_stats(names, ready, counts, ages)
 
     # -- freshness (freshness.lua, freshness_scopes.lua; parsed by _freshness.py) --------------
     async def freshness_sync(

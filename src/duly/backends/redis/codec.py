@@ -158,11 +158,15 @@ def worker_records(
 
 
 def queue_stats(
-    names: Sequence[str], ready: Sequence[int], counts: Mapping[bytes, bytes]
+    names: Sequence[str],
+    ready: Sequence[int],
+    counts: Mapping[bytes, bytes],
+    ages: Sequence[bytes | None],
 ) -> list[QueueStats]:
-    """Per queue: its ready zset's size and its fields of the ``qc`` counts hash."""
+    """Per queue: its ready zset's size, its fields of the ``qc`` counts hash and the ready
+    time of its longest-waiting claimable job (queue_ages.lua)."""
     stats = []
-    for name, queued in zip(names, ready, strict=True):
+    for name, queued, age in zip(names, ready, ages, strict=True):
         parked = max(int(counts.get(f"{name}{_SEP}w".encode(), 0)), 0)
         stats.append(
             QueueStats(
@@ -170,6 +174,8 @@ def queue_stats(
                 queued=int(queued) + parked,
                 scheduled=max(int(counts.get(f"{name}{_SEP}s".encode(), 0)), 0),
                 running=max(int(counts.get(f"{name}{_SEP}r".encode(), 0)), 0),
+                parked=parked,
+                oldest_ready_at=None if age is None else float(age),
             )
         )
     return stats

@@ -33,6 +33,8 @@ __all__ = ["ENQUEUE_CHUNK", "Script", "Scripts"]
 
 #: Jobs per enqueue script call; a bigger batch is sent as several calls in one pipeline.
 ENQUEUE_CHUNK: Final = 500
+#: Job hashes queue_ages.lua reads at most per queue (see its header).
+AGES_BUDGET: Final = 1000
 #: Seconds a per-minute counter bucket lives in Redis (24 h of history + slack).
 COUNTER_TTL: Final = 25 * 3600
 
@@ -127,6 +129,7 @@ class Scripts:
         self.rate_script = Script("reserve_rate")
         self.freshness_script = Script("freshness")
         self.freshness_scopes_script = Script("freshness_scopes")
+        self.ages_script = Script("queue_ages")
         self.all = (
             self.enqueue_script,
             self.claim_script,
@@ -141,6 +144,7 @@ class Scripts:
             self.rate_script,
             self.freshness_script,
             self.freshness_scopes_script,
+            self.ages_script,
         )
 
         self.pipeline = AutoPipeline()
@@ -502,3 +506,11 @@ class Scripts:
         route = (k.fresh_index(name),)
         reply: list[Any] = await self._call(self.freshness_scopes_script, client, route, args)
         return reply
+
+    async def queue_ages(self, client: Client, queues: Sequence[str]) -> list[bytes | None]:
+        """Per queue: the ready time of its longest-waiting claimable job, or None."""
+        # KEYS[1] only routes the call to the namespace's slot (on a cluster).
+        route = (self.keys.queues,)
+        args: list[Value] = [self.keys.prefix, AGES_BUDGET, *queues]
+        reply = await self._call(self.ages_script, client, route, args)
+        return [raw or None for raw in reply]

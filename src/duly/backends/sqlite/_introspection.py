@@ -69,10 +69,12 @@ def queue_stats(conn: sqlite3.Connection) -> list[QueueStats]:
     finally:
         conn.execute("COMMIT")
     by_name = {name: QueueStats(name) for (name,) in names}
-    for queue, status, count in counts:
+    for queue, status, count, parked, oldest_ready_at in counts:
         stats = by_name.setdefault(queue, QueueStats(queue))
         if status == "queued":
             stats.queued += count
+            stats.parked += parked
+            stats.oldest_ready_at = oldest_ready_at
         elif status == "running":
             stats.running += count
         else:

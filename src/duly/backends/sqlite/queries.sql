@@ -427,8 +427,11 @@ LIMIT :limit;
 SELECT name FROM queues ORDER BY name;
 
 -- name: queue_counts
--- Active jobs per (queue, status): reads only active rows of the jobs_status index.
-SELECT queue, status, count(*) FROM jobs
+-- Active jobs per (queue, status): reads only active rows of the jobs_status index. Queued
+-- rows also give how many are parked and when the longest-waiting claimable one became ready.
+SELECT queue, status, count(*), sum(parked),
+       min(CASE WHEN parked = 0 THEN max(enqueued_at, coalesce(scheduled_for, 0)) END)
+FROM jobs
 WHERE status IN ('scheduled', 'queued', 'running', 'retrying')
 GROUP BY queue, status;
 
