@@ -41,7 +41,15 @@ if TYPE_CHECKING:
     from duly.app import App
     from duly.backends.base import Backend
 
-__all__ = ["Freshness", "FreshnessState", "Mirror", "fingerprint", "scopes_of", "sweep"]
+__all__ = [
+    "Freshness",
+    "FreshnessGauges",
+    "FreshnessState",
+    "Mirror",
+    "fingerprint",
+    "scopes_of",
+    "sweep",
+]
 
 FreshnessState = Literal["current", "stale", "never"]
 #: Scopes handled per backend call of a sweep.
@@ -121,6 +129,21 @@ class Freshness:
                 value = None
             data[name] = value
         return data
+
+
+@dataclass(frozen=True, slots=True)
+class FreshnessGauges:
+    """What metrics report of one freshness (bounded: per freshness, never per scope).
+
+    ``breaches``: scopes whose score is >= 1 (stale, or never synced); ``staleness`` (seconds
+    since its last successful sync) and ``score`` of the scope that became stale earliest
+    (inf if it never synced; 0 with no scope).
+    """
+
+    name: str
+    breaches: int
+    staleness: float
+    score: float
 
 
 def _positive(value: timedelta | float, what: str) -> float:
@@ -234,6 +257,24 @@ class Mirror:
     async def scopes_async(self, stale_only: bool = False, limit: int = 100) -> list[Freshness]:
         """Async twin of ``scopes``."""
         return await scopes_of(self.app, self.name, stale_only, limit)
+
+    def gauges(self) -> FreshnessGauges:
+        """SLA breaches and the stalest scope's staleness and score (two backend reads whose
+        cost is the stale scopes, not all of them)."""
+        return self.app._sync(self.gauges_async())
+
+    async def gauges_async(self) -> FreshnessGauges:
+        """Async twin of ``gauges``."""
+        now = self.app.clock.now()
+        backend = await self.app.backend()
+        breaches = await backend.freshness_stale_count(self.name, now)
+        stalest = await backend.freshness_scopes(self.name, now, False, 1)
+        if not stalest:
+            return FreshnessGauges(self.name, breaches, 0.0, 0.0)
+        row = stalest[0]
+        ls = row.last_success
+        staleness = math.inf if ls is None else max(now - ls, 0.0)
+        return FreshnessGauges(self.name, breaches, staleness, row.score(now))
 
 
 async def scopes_of(app: App, name: str, stale_only: bool, limit: int) -> list[Freshness]:

@@ -256,3 +256,41 @@ def test_bad_input_is_a_clear_error(app: duly.App) -> None:
     with pytest.raises(ValueError, match="max_staleness"):
         bad.check("team:1")
     assert envs.scopes() == [] and bad.scopes() == []  # nothing stored by the failed calls
+
+
+def test_metrics_report_breaches_staleness_and_score_per_freshness(
+    make_app: Callable[..., duly.App],
+) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from duly.observability import metrics_text
+
+    clock = duly.ManualClock(T)
+    app = make_app(clock=clock)
+
+    def sync(scope: str, full: bool) -> None:
+        return None
+
+    envs = app.freshness("envs", sync=sync, max_staleness=timedelta(minutes=10))
+    app.freshness("idle", sync=sync, max_staleness=timedelta(minutes=10))
+    envs.check("team:1")
+    run_jobs(app)
+    clock.advance(15 * 60)  # team:1 is 1.5 SLAs old; team:2 never synced
+    envs.check("team:2")
+    samples = {
+        (s.name, s.labels.get("freshness")): s.value
+        for family in text_string_to_metric_families(metrics_text(app).decode())
+        for s in family.samples
+        if s.name.startswith("duly_freshness_")
+    }
+    assert samples[("duly_freshness_sla_breaches", "envs")] == 2
+    assert samples[("duly_freshness_staleness_seconds", "envs")] == math.inf  # never synced
+    assert samples[("duly_freshness_score", "envs")] == math.inf
+    assert samples[("duly_freshness_sla_breaches", "idle")] == 0
+    assert samples[("duly_freshness_score", "idle")] == 0
+    gauges = envs.gauges()
+    assert (gauges.name, gauges.breaches) == ("envs", 2)
+    run_jobs(app)  # team:2 synced now; team:1 is the stalest
+    synced = envs.gauges()
+    assert synced.breaches == 1
+    assert synced.staleness == pytest.approx(15 * 60) and synced.score == pytest.approx(1.5)

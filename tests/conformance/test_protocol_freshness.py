@@ -305,6 +305,9 @@ async def test_scopes_list_stalest_first_with_tiers(backend: Backend) -> None:
     assert [s.max_staleness for s in listed] == [60.0, 60.0, 6000.0]
     stale = await backend.freshness_scopes(NAME, now, True, 10)
     assert [s.scope for s in stale] == ["never", "gold"]
+    assert await backend.freshness_stale_count(NAME, now) == 2
+    assert await backend.freshness_stale_count(NAME, T0 + 6000) == 3
+    assert await backend.freshness_stale_count("other", now) == 0
     assert await backend.freshness_scopes("other", now, False, 10) == []
     # The tier decides the rule: the gold scope is stale, the free one is not.
     assert (await sync(backend, "gold", now=now, ms=60.0)).enqueued

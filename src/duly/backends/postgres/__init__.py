@@ -359,6 +359,10 @@ class PostgresBackend(Enqueuing):
         rows = await self._rows("fresh_due", params)
         return [scope for (scope,) in rows]
 
+    async def freshness_stale_count(self, name: str, now: float) -> int:
+        [(count,)] = await self._rows("fresh_stale_count", {"name": name, "now": float(now)})
+        return int(count)
+
     async def freshness_scopes(
         self, name: str, now: float, stale_only: bool, limit: int
     ) -> list[ScopeState]:

@@ -316,6 +316,11 @@ class RedisBackend:
             )
         return _freshness.due_scopes(reply)
 
+    async def freshness_stale_count(self, name: str, now: float) -> int:
+        with guard(self._safe_url, "freshness"):
+            reply = await self._scripts.freshness_scopes(self._redis, "count", name, now, True, 0)
+        return int(cast(int, reply))
+
     async def freshness_scopes(
         self, name: str, now: float, stale_only: bool, limit: int
     ) -> list[ScopeState]:

@@ -21,7 +21,7 @@ from duly.freshness_state import (
     sync_priority,
 )
 
-__all__ = ["due", "ended", "scopes", "sync_tx"]
+__all__ = ["due", "ended", "scopes", "stale_count", "sync_tx"]
 
 QUERIES: Final = load_queries("duly.backends.sqlite", "freshness.sql")
 _ENDED: Final = frozenset({"succeeded", "failed", "retrying", "cancelled"})
@@ -149,6 +149,16 @@ def scopes(
             )
             for row in conn.execute(QUERIES["fresh_scopes"], params)
         ]
+
+    return read
+
+
+def stale_count(name: str, now: float) -> Callable[[sqlite3.Connection], int]:
+    """Read: how many scopes of ``name`` are stale at ``now``."""
+    params = {"name": name, "now": now}
+
+    def read(conn: sqlite3.Connection) -> int:
+        return int(conn.execute(QUERIES["fresh_stale_count"], params).fetchone()[0])
 
     return read
 

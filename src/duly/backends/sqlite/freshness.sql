@@ -62,5 +62,9 @@ FROM freshness INDEXED BY freshness_stale
 WHERE name = :name AND stale_at <= :top
 ORDER BY stale_at LIMIT :limit;
 
+-- name: fresh_stale_count
+SELECT count(*) FROM freshness INDEXED BY freshness_stale
+WHERE name = :name AND stale_at <= :now;
+
 -- name: fresh_drop
 DELETE FROM freshness;

@@ -1,4 +1,5 @@
--- freshness_scopes.lua: list scopes. Two modes (ARGV[2]):
+-- freshness_scopes.lua: list scopes. Three modes (ARGV[2]):
+--   'count':  how many scopes of freshness ARGV[3] have stale_at <= ARGV[4] (fs:<name>).
 --   'scopes': the scopes of freshness ARGV[3] by stale_at (fs:<name>), earliest first; with
 --             ARGV[5] = '1' only those with stale_at <= ARGV[4] (now); at most ARGV[6].
 --   'due':    up to ARGV[6] scopes of freshness ARGV[3] whose next_due <= ARGV[4] (fd:<name>),
@@ -9,6 +10,9 @@
 -- Returns 'scopes': per scope {scope, ms, ls, la, nf, le, nd, rb, j} ('' = none);
 --         'due': the scopes.
 local mode, name, now, limit = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[6])
+if mode == 'count' then
+  return redis.call('ZCOUNT', fresh_index(name), '-inf', now)
+end
 if mode == 'due' then
   return redis.call('ZRANGEBYSCORE', fresh_due_key(name), '-inf', now, 'LIMIT', 0, limit)
 end
