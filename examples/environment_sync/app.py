@@ -18,7 +18,8 @@ without syncing on every login.
 
 Settings (environment): ``DULY_URL`` (jobs), ``MIRROR_URL`` / ``MIRROR_SCHEMA`` (the mirror,
 see mirror.py), ``UPSTREAM_URL`` (the API; upstream.py serves a fake one), ``ENV_SYNC_MINUTE``
-(seconds in a minute, default 60: shrink it to try the SLAs quickly), ``ENV_SYNC_LOW_WATER``
+(seconds in a minute, default 60: shrink it to try the SLAs quickly), ``ENV_SYNC_FULL_EVERY``
+(seconds between baseline syncs, default 60 minutes), ``ENV_SYNC_LOW_WATER``
 (requests left under which non-critical teams wait for the rate-limit window to reset).
 """
 
@@ -38,6 +39,8 @@ from examples.environment_sync.mirror import Mirror
 
 app = duly.App(os.environ.get("DULY_URL", "sqlite:///environment_sync.db"))
 MINUTE = timedelta(seconds=float(os.environ.get("ENV_SYNC_MINUTE", "60")))
+#: Baseline full sync of every team (default: hourly).
+FULL_EVERY = timedelta(seconds=float(os.environ.get("ENV_SYNC_FULL_EVERY", "0"))) or 60 * MINUTE
 PER_PAGE = 3
 #: Scopes deferred by hot-spot protection in this process (for the demo and its test).
 deferred: list[str] = []
@@ -125,7 +128,7 @@ envs = app.freshness(
     "environments",
     sync=sync_environments,
     max_staleness=max_staleness,
-    full_every=60 * MINUTE,
+    full_every=FULL_EVERY,
     max_backoff=5 * MINUTE,
     timeout=60,
 )

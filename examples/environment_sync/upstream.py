@@ -64,6 +64,12 @@ class Upstream:
             self.teams.get(team, {}).pop(env_id, None)
 
     # -- rate limit ------------------------------------------------------------------------
+    def limit_to(self, limit: int, window: float) -> None:
+        """``limit`` requests per ``window`` seconds from now on, starting a fresh window."""
+        with self._lock:
+            self.limit, self.window = limit, window
+            self._window_start, self._used = time.monotonic(), 0
+
     def _take(self) -> tuple[bool, int, float]:
         """Take one request of the window: (allowed, remaining, seconds to the reset)."""
         with self._lock:
