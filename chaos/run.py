@@ -26,6 +26,7 @@ from chaos import (
     s5_runaway,
     s6_poison,
     s7_state_machine,
+    s8_group_storm,
 )
 
 SCENARIOS = {
@@ -36,11 +37,12 @@ SCENARIOS = {
     "5": s5_runaway,
     "6": s6_poison,
     "7": s7_state_machine,
+    "8": s8_group_storm,
 }
 NAMES = {
     "1": s1_kill_storm.NAME, "2": s2_deploy.NAME, "3": s3_backend_restart.NAME,
     "4": s4_cut_connections.NAME, "5": s5_runaway.NAME_A, "6": s6_poison.NAME,
-    "7": s7_state_machine.NAME,
+    "7": s7_state_machine.NAME, "8": s8_group_storm.NAME,
 }  # fmt: skip
 
 

@@ -8,10 +8,14 @@ failures were swallowed, and that nothing told "not started", "done" and "failed
 - ``update_notification_events``: ``clock.rb``'s 17 s thread, a periodic task with a mutex
   instead of a Ruby Mutex; it reads ``/lastnotifications`` from the stored cursor and moves
   the cursor once per tick, after the events and their jobs are stored;
-- ``notify_backend`` / ``send_event_emails``: one job per event, ``unique`` on the event (a
-  second enqueue returns the pending job) and a mutex per type (one at a time, in order);
-  each sets its event's flag only after the work is done, in the same transaction;
-- ``rotate_project_log``: every 10 minutes, ``mutex="rotate-logs"``;
+- each new event fans out to a group of single-purpose jobs (PRODUCT §8): ``notify_backend``,
+  ``send_event_emails`` and ``log_project_event``, with a mutex per type (one at a time, in
+  order); each sets its event's flag only after the work is done, in the same transaction.
+  The group's ``on_complete`` job, ``mark_event_processed``, runs exactly once when all three
+  have an outcome and stamps the event processed with the summary (the ``undone_jobs``
+  counter OBS kept broke on failures);
+- ``rotate_project_log``: every 10 minutes, ``mutex="rotate-logs"``: drops old log entries
+  (and logs an event whose own job has not yet);
 - failures raise: the job is ``failed`` with its error (``app.jobs(status="failed")``),
   reported by ``on_failure`` (Errbit's place) and re-run by ``app.retry(id)``.
 
@@ -46,7 +50,8 @@ CREATE TABLE IF NOT EXISTS notifications (nr INTEGER PRIMARY KEY, type TEXT, pay
 CREATE TABLE IF NOT EXISTS backend_info (name TEXT PRIMARY KEY, value INTEGER);
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY, type TEXT, payload TEXT, created_at REAL,
-    queued INTEGER DEFAULT 0, mails_sent INTEGER DEFAULT 0, project_logged INTEGER DEFAULT 0);
+    queued INTEGER DEFAULT 0, mails_sent INTEGER DEFAULT 0, project_logged INTEGER DEFAULT 0,
+    group_id TEXT, processed_at REAL, failed_jobs INTEGER);
 CREATE TABLE IF NOT EXISTS subscriptions (project TEXT PRIMARY KEY, email TEXT);
 CREATE TABLE IF NOT EXISTS outbox (channel TEXT, event_id INTEGER, recipient TEXT, at REAL);
 CREATE TABLE IF NOT EXISTS project_log (event_id INTEGER PRIMARY KEY, type TEXT, at REAL);
@@ -116,11 +121,22 @@ def _event(db: sqlite3.Connection, event_id: int) -> sqlite3.Row | None:
 
 
 # -- the jobs -----------------------------------------------------------------------------------
+def fan_out(event_id: int) -> duly.Group:
+    """The event's jobs, one per purpose, as one group: ``mark_event_processed`` runs once
+    all three have an outcome (each failure stays visible and retryable on its own)."""
+    return app.group(
+        [notify_backend.s(event_id), send_event_emails.s(event_id), log_project_event.s(event_id)],
+        on_complete=mark_event_processed.s(event_id),
+        key=f"event:{event_id}",
+    )
+
+
 @app.periodic(every=POLL_EVERY, mutex="lastnotifications", retries=0)
 def update_notification_events() -> dict[str, int]:
-    """UpdateNotificationEvents: turn the notifications after the cursor into events, queue
-    their jobs, then move the cursor (once per tick). A failed tick moves nothing: the next one
-    reads the same notifications again, and the events and jobs absorb the repeat."""
+    """UpdateNotificationEvents: turn the notifications after the cursor into events, fan each
+    new one out to its group of jobs, then move the cursor (once per tick). A failed tick moves
+    nothing: the next one reads the same notifications again; the stored events are skipped,
+    and an event whose group was not recorded gets one (its jobs are idempotent)."""
     with store() as db:
         row = db.execute("SELECT value FROM backend_info WHERE name = 'lastnotification_nr'")
         start = cursor = (row.fetchone() or [0])[0]
@@ -132,7 +148,13 @@ def update_notification_events() -> dict[str, int]:
                 "INSERT OR IGNORE INTO events (id, type, payload, created_at) VALUES (?, ?, ?, ?)",
                 [(n["nr"], n["type"], n["payload"], time.time()) for n in page["notifications"]],
             )
-        app.enqueue_many([notify_backend.s(i) for i in ids] + [send_event_emails.s(i) for i in ids])
+            marks = ",".join("?" * len(ids))
+            sql = f"SELECT id FROM events WHERE group_id IS NULL AND id IN ({marks}) ORDER BY id"
+            new = [row["id"] for row in db.execute(sql, ids)]
+        for event_id in new:
+            group = fan_out(event_id)
+            with store() as db:
+                db.execute("UPDATE events SET group_id = ? WHERE id = ?", (group.id, event_id))
         cursor = page["next"]
         if not page["limit_reached"]:
             break
@@ -143,7 +165,7 @@ def update_notification_events() -> dict[str, int]:
     return {"from": start, "to": cursor}
 
 
-@app.task(unique="{event_id}", mutex="notify-backends", retry_on=(ConnectionError,))
+@app.task(mutex="notify-backends", retry_on=(ConnectionError,))
 def notify_backend(event_id: int) -> bool:
     """Event::NotifyBackends: post the event to RabbitMQ, then mark it queued (the original
     marked it first, so a failed post was lost). False if it was posted already."""
@@ -157,7 +179,7 @@ def notify_backend(event_id: int) -> bool:
     return True
 
 
-@app.task(unique="{event_id}", mutex="send-event-emails", retry_on=(ConnectionError,))
+@app.task(mutex="send-event-emails", retry_on=(ConnectionError,))
 def send_event_emails(event_id: int) -> list[str]:
     """SendEventEmails: mail the subscribers of the event's project, all or none. A rejected
     address fails the job (the original set mails_sent anyway); the recipients mailed."""
@@ -172,6 +194,38 @@ def send_event_emails(event_id: int) -> list[str]:
             send_mail(db, event_id, to)
         db.execute("UPDATE events SET mails_sent = 1 WHERE id = ?", (event_id,))
     return recipients
+
+
+@app.task(mutex="project-log")
+def log_project_event(event_id: int) -> bool:
+    """The project log (RSS) entry of one project or package event; every event ends marked
+    logged. True if it wrote an entry."""
+    with store() as db:
+        event = _event(db, event_id)
+        if event is None or event["project_logged"]:
+            return False
+        logged = event["type"].split(".")[0] in ("project", "package")
+        if logged:
+            db.execute(
+                "INSERT OR IGNORE INTO project_log VALUES (?, ?, ?)",
+                (event_id, event["type"], time.time()),
+            )
+        db.execute("UPDATE events SET project_logged = 1 WHERE id = ?", (event_id,))
+    return logged
+
+
+@app.task
+def mark_event_processed(event_id: int) -> dict[str, int]:
+    """The group's on_complete: every job of the event has an outcome. Stamps the event
+    processed with how many failed (a failed job stays retryable: ``duly retry ID``)."""
+    summary = duly.current_job().group
+    assert summary is not None  # always set in a group's on_complete job
+    with store() as db:
+        db.execute(
+            "UPDATE events SET processed_at = ?, failed_jobs = ? WHERE id = ?",
+            (time.time(), summary.failed + summary.cancelled, event_id),
+        )
+    return {"succeeded": summary.succeeded, "failed": summary.failed}
 
 
 @app.periodic(every=timedelta(minutes=10), mutex="rotate-logs")
@@ -220,6 +274,9 @@ def main() -> None:
     with store() as db:
         for row in db.execute("SELECT channel, event_id, recipient FROM outbox"):
             print("sent:", tuple(row))
+        for row in db.execute("SELECT id, group_id, failed_jobs FROM events ORDER BY id"):
+            info = app.get_group(row["group_id"])
+            print(f"event {row['id']}: processed ({row['failed_jobs']} failed) by group", info)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from duly.errors import (
     BackendUnavailable,
     ConfigurationError,
     DulyError,
+    EventsTrimmed,
     JobCancelled,
     JobNotFound,
     JobTimeout,
@@ -34,7 +35,9 @@ from duly.errors import (
     TaskNotFound,
     Throttled,
 )
+from duly.events import Event
 from duly.freshness import Freshness, Mirror, fingerprint
+from duly.groups import Group, GroupInfo
 from duly.hooks import Hook
 from duly.job import Job, JobInfo
 from duly.records import STATUSES, JobStatus, QueueStats, StatRow, WorkerRecord
@@ -57,8 +60,12 @@ __all__ = [
     "Clock",
     "ConfigurationError",
     "DulyError",
+    "Event",
+    "EventsTrimmed",
     "FailureCallback",
     "Freshness",
+    "Group",
+    "GroupInfo",
     "Hook",
     "Job",
     "JobCancelled",

@@ -7,7 +7,7 @@ import dataclasses
 import inspect
 import os
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack, cast, overload
@@ -16,7 +16,9 @@ from duly.backends import DEFAULT_URL, Backend, backend_from_url
 from duly.backends.base import TransactionalBackend
 from duly.clock import Clock, SystemClock
 from duly.errors import ConfigurationError
+from duly.events import Event, check_events_args, stream_events
 from duly.freshness import Mirror, Staleness
+from duly.groups import Group, GroupInfo, create_group, load_group
 from duly.hooks import Hook, Hooks, settle
 from duly.job import Job, JobInfo
 from duly.portal import Portal
@@ -529,6 +531,46 @@ class App:
         where = JobFilter(key=key, status=status, task=task, queue=queue)
         records = await (await self.backend()).list_jobs(where, limit)
         return [JobInfo.from_record(r, self.tasks.get(r.task)) for r in records]
+
+    # -- groups and events (duly.groups, duly.events) ---------------------------------------
+    def group(
+        self,
+        signatures: Iterable[Signature],
+        *,
+        on_complete: Signature | None = None,
+        key: str | None = None,
+    ) -> Group:
+        """Enqueue ``signatures`` as one group, atomically; ``on_complete`` (a signature) is
+        enqueued exactly once when every member has an outcome (succeeded, failed for good, or
+        cancelled), and sees ``duly.current_job().group``. ``key`` (default: the group's id)
+        is given to every member and the callback without one of their own, so
+        ``app.jobs(key=...)`` and ``app.events(key=...)`` follow the group."""
+        return self._sync(self.group_async(signatures, on_complete=on_complete, key=key))
+
+    async def group_async(
+        self,
+        signatures: Iterable[Signature],
+        *,
+        on_complete: Signature | None = None,
+        key: str | None = None,
+    ) -> Group:
+        """Async twin of ``group``."""
+        return await create_group(self, signatures, on_complete, key)
+
+    def get_group(self, group_id: str) -> GroupInfo | None:
+        """The group with this id, or None (unknown, or removed by retention)."""
+        return self._sync(self.get_group_async(group_id))
+
+    async def get_group_async(self, group_id: str) -> GroupInfo | None:
+        """Async twin of ``get_group``."""
+        return await load_group(self, group_id)
+
+    def events(self, since: str | None = None, key: str | None = None) -> AsyncIterator[Event]:
+        """Every job state change, as it happens: ``async for ev in app.events()``. ``since``
+        resumes after that event id (``duly.EventsTrimmed`` if retention removed what
+        followed it); ``key`` keeps one key's jobs. See ``duly.events``."""
+        check_events_args(since, key)
+        return stream_events(self, since, key)
 
     # -- operator actions ------------------------------------------------------------------
     def retry(self, job_id: str) -> bool:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from duly.errors import JobCancelled
+
+if TYPE_CHECKING:
+    from duly.groups import GroupInfo
 
 __all__ = ["JobContext", "StopFlag", "bind_stop_flag", "current_job"]
 
@@ -45,6 +49,8 @@ class JobContext:
     max_attempts: int
     key: str | None
     worker: str
+    #: In a group's ``on_complete`` job: the group (its outcome counts), else None.
+    group: GroupInfo | None = None
     _stop: StopFlag = field(default_factory=_stop_flag_of_run, repr=False, compare=False)
 
     @property

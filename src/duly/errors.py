@@ -11,6 +11,7 @@
     │   └── PayloadTooLarge     (also a ValueError) the encoded arguments exceed the size limit
     ├── TaskNotFound            a worker was given a task name it does not know
     ├── JobNotFound             a lookup or action on an id that does not exist
+    ├── EventsTrimmed           events after the id a reader resumes from were trimmed
     ├── JobTimeout              (also a TimeoutError) a job ran past its ``timeout``
     └── JobCancelled            raised in a task by ``current_job().raise_if_cancelled()``
 
@@ -31,6 +32,7 @@ __all__ = [
     "BackendUnavailable",
     "ConfigurationError",
     "DulyError",
+    "EventsTrimmed",
     "JobCancelled",
     "JobNotFound",
     "JobTimeout",
@@ -56,6 +58,11 @@ class BackendUnavailable(DulyError):
 
 class ConfigurationError(DulyError):
     """duly is configured wrongly."""
+
+
+class EventsTrimmed(DulyError):
+    """Events after the id this reader resumes from were removed by retention; resume with
+    ``since=None`` (from now) and re-read the state you need (``app.jobs``)."""
 
 
 class PayloadError(DulyError):

@@ -16,9 +16,12 @@ __all__ = [
     "STATS_RETENTION",
     "STATUSES",
     "EnqueueResult",
+    "EventRecord",
+    "GroupRecord",
     "JobFilter",
     "JobRecord",
     "JobStatus",
+    "NewGroup",
     "NewJob",
     "Outcome",
     "OutcomeKind",
@@ -219,3 +222,51 @@ class WorkerRecord:
     started_at: float
     last_seen: float
     info: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class NewGroup:
+    """A group to store with its member jobs (``Backend.enqueue_group``).
+
+    ``callback`` (the ``on_complete`` job, or None) is stored at once with ``id`` = the group's
+    id, as ``scheduled`` with no due time: nothing promotes or claims it until the outcome of
+    the group's last member makes it ``queued``, in the same atomic step.
+    """
+
+    id: str
+    key: str | None
+    created_at: float
+    #: Seconds the group is kept once complete (its members follow their own retention).
+    retention: float
+    callback: NewJob | None = None
+
+
+@dataclass(slots=True)
+class GroupRecord:
+    """A stored group: its members' outcomes, counted once per member."""
+
+    id: str
+    key: str | None
+    created_at: float
+    total: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    #: When the last member's outcome was recorded (the caller's clock), else None.
+    completed_at: float | None
+    #: Whether the group has an ``on_complete`` job (its id is the group's id).
+    has_callback: bool
+
+
+@dataclass(slots=True)
+class EventRecord:
+    """One job state change as the event stream stores it. ``id`` is opaque but increasing
+    (Redis stream id, SQL integer as text); ``at`` is the storage server's clock."""
+
+    id: str
+    job_id: str
+    task: str
+    queue: str
+    key: str | None
+    status: str
+    at: float

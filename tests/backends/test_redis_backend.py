@@ -98,6 +98,9 @@ def test_every_key_is_hash_tagged_and_matches_the_keyspace(redis_url: str) -> No
             assert client.sismember(k.queues, "mail")
             assert client.exists(k.counters(int(T0 // 60)))
             assert client.zcard(k.all) == 3
+            # 5 events (3 stored, 1 running, 1 succeeded): one entry per script call
+            assert client.get(k.events_count) == b"5" and client.xlen(k.events) == 3
+            assert client.xlen(k.key_events("user:1")) == 3
         finally:
             client.close()
 
@@ -498,7 +501,8 @@ def test_purge_deletes_counter_buckets_by_the_callers_clock(redis_url: str) -> N
         client = raw(redis_url)
         try:
             left = keys_matching(client, b.keys.pattern)
-            assert left <= {b.keys.queues, b.keys.queue_counts}  # queue names stay known
+            # Queue names stay known; events are trimmed by the server's clock (PRODUCT §8).
+            assert left <= {b.keys.queues, b.keys.queue_counts, b.keys.events, b.keys.events_count}
         finally:
             client.close()
 

@@ -93,7 +93,8 @@ def test_migration_0002_upgrades_a_database_made_by_0001(db: Path) -> None:
         return [j.id for j in claimed]
 
     assert with_backend(db, scenario)[0] == old_id  # the old job is claimable, first in line
-    assert rows(db, "SELECT version FROM duly_migrations ORDER BY version") == [(1,), (2,)]
+    versions = [(m.version,) for m in load_migrations("duly.backends.sqlite")]
+    assert rows(db, "SELECT version FROM duly_migrations ORDER BY version") == versions
     assert rows(db, "SELECT parked, unique_until, gate FROM jobs WHERE id = ?", (old_id,)) == [
         (0, "finish", None)
     ]

@@ -19,7 +19,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-from chaos import harness, s1_kill_storm, s2_deploy, s6_poison  # noqa: E402
+from chaos import harness, s1_kill_storm, s2_deploy, s6_poison, s8_group_storm  # noqa: E402
 
 KINDS = ("sqlite", "redis", "postgres")
 
@@ -47,3 +47,7 @@ def test_deploy_short(kind: str, tmp_path: Path) -> None:
 
 def test_poison_input_short(kind: str, tmp_path: Path) -> None:
     _assert_ok(s6_poison.run(kind, tmp_path, short=True))
+
+
+def test_group_storm_short(kind: str, tmp_path: Path) -> None:
+    _assert_ok(s8_group_storm.run(kind, tmp_path, short=True, tiny=True))

@@ -45,6 +45,7 @@ COMMANDS = (
     "queues",
     "workers",
     "watches",
+    "groups",
     "migrate",
     "demo",
     "bench",

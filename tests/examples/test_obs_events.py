@@ -102,12 +102,25 @@ spans["rotate"] = timed(obs.rotate_project_log, 0.1)
 rotations = [obs.rotate_project_log.enqueue() for _ in range(4)]
 duly.testing.run_jobs(app, rotations, concurrency=4, scheduler=False)
 
-# 3. a second enqueue of a pending event job returns the first one
-first = obs.send_event_emails.enqueue(1)
-again = obs.send_event_emails.enqueue(event_id=1)
-duly.testing.run_jobs(app, [first], scheduler=False)
-later = obs.send_event_emails.enqueue(1)
-duly.testing.run_jobs(app, [later], scheduler=False)
+# 3. every event fanned out to one group, whose on_complete stamped it processed
+def groups():
+    with obs.store() as db:
+        rows = db.execute("SELECT id, group_id, processed_at, failed_jobs FROM events").fetchall()
+    out = {}
+    for row in rows:
+        info = app.get_group(row["group_id"]) if row["group_id"] else None
+        callback = app.get_job(row["group_id"]) if row["group_id"] else None
+        out[row["id"]] = {
+            "group": row["group_id"],
+            "processed": row["processed_at"] is not None,
+            "failed_jobs": row["failed_jobs"],
+            "counts": info and [info.total, info.succeeded, info.failed, info.pending],
+            "complete": bool(info and info.completed_at),
+            "callback": callback and [callback.status, callback.attempts],
+            "members": sorted(j.task.rsplit(".", 1)[1] for j in app.jobs(key=f"event:{row['id']}")),
+        }
+    return out
+fanned = groups()
 
 # 4. a rejected address fails the job; fixed, a retry sends the mail
 obs.subscribe("home:bob", "bob-at-example.org")
@@ -143,13 +156,8 @@ print(json.dumps({
         for j in rotations
     ],
     "rotations": [job(j) for j in rotations],
-    "dedup": {
-        "same": again.id == first.id,
-        "deduplicated": [first.deduplicated, again.deduplicated, later.deduplicated],
-        "later_is_new": later.id != first.id,
-        "first": job(first),
-        "later": job(later),
-    },
+    "fanned": fanned,
+    "groups_at_end": groups(),
     "bob_event": bob_event,
     "failed": [
         {"task": j.task, "args": j.args, "attempts": j.attempts, "error": j.error}
@@ -228,7 +236,7 @@ def test_mutex_jobs_never_overlap(report: Any) -> None:
     # the first to run logs the 30 events; the others find nothing left (a rotation ticking in
     # the first phase, if a 10-minute mark passed, may have done it already)
     assert sorted(r["result"] for r in report["rotations"])[:3] == [0, 0, 0]
-    assert report["project_log"] == 30
+    assert report["project_log"] == 31  # with bob's event (phase 4), logged by its own job
 
 
 def test_the_poller_moves_its_cursor_once_per_tick(report: Any) -> None:
@@ -247,16 +255,19 @@ def test_the_poller_moves_its_cursor_once_per_tick(report: Any) -> None:
     assert report["events"] == 31
     assert report["outbox"] == {"mail": 26, "rabbitmq": 31}
     assert report["outbox_distinct"] == 57
-    assert report["unprocessed"] == 1  # the last event was not rotated into the log yet
+    assert report["unprocessed"] == 0  # each event's own log job logged it
 
 
-def test_a_duplicate_enqueue_is_deduplicated(report: Any) -> None:
-    dedup = report["dedup"]
-    assert dedup["same"] and dedup["later_is_new"]
-    assert dedup["deduplicated"] == [False, True, False]
-    # the event was mailed in the first phase: both runs find nothing left to send
-    assert dedup["first"] == {"status": "succeeded", "result": []}
-    assert dedup["later"] == {"status": "succeeded", "result": []}
+def test_each_event_fans_out_to_one_group(report: Any) -> None:
+    fanned = report["fanned"]
+    assert len(fanned) == 30
+    assert len({g["group"] for g in fanned.values()}) == 30
+    for event in fanned.values():
+        assert event["processed"] and event["failed_jobs"] == 0 and event["complete"]
+        assert event["counts"] == [3, 3, 0, 0]
+        assert event["callback"] == ["succeeded", 1]  # its on_complete ran once
+        names = ["log_project_event", "mark_event_processed", "notify_backend"]
+        assert event["members"] == sorted([*names, "send_event_emails"])
 
 
 def test_a_failure_is_visible_and_a_retry_succeeds(report: Any) -> None:
@@ -270,6 +281,11 @@ def test_a_failure_is_visible_and_a_retry_succeeds(report: Any) -> None:
     assert report["after_retry"] == [{"status": "succeeded", "result": ["bob@example.org"]}]
     assert report["still_failed"] == []
     assert report["bob_mails"] == 1
+    # bob's event: its group completed with the failure counted once; the retry that
+    # succeeded later neither counts again nor runs on_complete again
+    bob = report["groups_at_end"][str(report["bob_event"])]
+    assert bob["counts"] == [3, 2, 1, 0] and bob["failed_jobs"] == 1
+    assert bob["callback"] == ["succeeded", 1]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

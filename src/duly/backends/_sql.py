@@ -7,6 +7,7 @@ order of NNNN, each recorded in a version table by the backend's own runner.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -39,7 +40,9 @@ class Migration:
 
 
 def load_migrations(package: str) -> list[Migration]:
-    """All migrations under ``package``/migrations, in version order (gaps are an error)."""
+    """All migrations under ``package``/migrations, in version order. A version may be
+    missing (parallel branches reserve numbers; each runner applies every version it has not
+    applied yet, whatever its place); a repeated version is an error."""
     folder = resources.files(package).joinpath("migrations")
     found = []
     for entry in folder.iterdir():
@@ -47,7 +50,7 @@ def load_migrations(package: str) -> list[Migration]:
         if match:
             found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
     found.sort(key=lambda m: m.version)
-    for expected, migration in enumerate(found, start=1):
-        if migration.version != expected:
-            raise ValueError(f"{package}: migration {expected:04d} is missing")
+    for before, migration in itertools.pairwise(found):
+        if migration.version == before.version:
+            raise ValueError(f"{package}: two migrations {migration.version:04d}")
     return found

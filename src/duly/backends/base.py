@@ -25,6 +25,17 @@ states (the task layer renders keys and limits; ``duly.worker`` applies rate lim
   puts the best parked job (priority, then FIFO) back in its queue and wakes that queue. So a
   waiting job never polls, and a gate with a free slot has no parked job for long.
 - **rate slots** (``reserve_rate``): a GCRA schedule per key, reserved in one round trip.
+
+Groups and events ride on the same atomic steps (PRODUCT §8):
+
+- **group**: every way a member job first reaches ``succeeded``, ``failed`` or ``cancelled``
+  (``finish``, ``recover``, ``cancel``) records that outcome in its group, once per member id,
+  in the same step; the step that records the last one completes the group and makes its
+  callback job ``queued``. A member's first outcome is final for its group: a later operator
+  ``retry`` re-runs the job but neither counts again nor re-fires the callback.
+- **event**: every job state change (a new job, and every change of its status) appends one
+  event in the same step, with increasing ids. Retention trims the oldest (bounded count and
+  age, see ``purge``); a reader asking for events after a trimmed id gets ``EventsTrimmed``.
 """
 
 from __future__ import annotations
@@ -36,8 +47,11 @@ from duly.freshness_state import FreshnessRequest, ScopeState
 from duly.records import (
     STATS_RETENTION,
     EnqueueResult,
+    EventRecord,
+    GroupRecord,
     JobFilter,
     JobRecord,
+    NewGroup,
     NewJob,
     Outcome,
     QueueStats,
@@ -300,6 +314,35 @@ class Backend(Protocol):
         """How many scopes of ``name`` are stale at ``now`` (score >= 1, or never synced):
         the SLA breaches a metrics scrape reports. Never reads the other scopes."""
         ...
+
+    # -- groups and events -----------------------------------------------------------------
+    async def enqueue_group(self, group: NewGroup, members: Sequence[NewJob]) -> None:
+        """Store ``group``, its ``members`` and its callback in one atomic step (all or none).
+
+        Members are stored as ``enqueue`` stores jobs (none has a ``unique_key``; ids are
+        new) and each remembers its group. The callback (id = ``group.id``) is ``scheduled``
+        with no due time until the group completes (see the module docstring). Raises
+        ValueError for a group id already stored.
+        """
+
+    async def get_group(self, group_id: str) -> GroupRecord | None:
+        """One group by id, or None (unknown, or past its retention)."""
+        ...
+
+    async def read_events(
+        self, after: str | None, key: str | None, limit: int
+    ) -> tuple[list[EventRecord], str]:
+        """Up to ``limit`` events after cursor ``after`` (an event id, or a cursor this method
+        returned), oldest first, only ``key``'s with ``key`` (read through that key's own
+        index), and the cursor to read on from. ``after=None`` reads nothing and returns the
+        cursor after the newest event. Every event returned is final: no event with a smaller
+        id can appear later. Raises ``EventsTrimmed`` when events after ``after`` were deleted
+        by retention."""
+        ...
+
+    async def wait_for_events(self, after: str, key: str | None, timeout: float) -> None:
+        """Return soon after an event after cursor ``after`` may exist, or after ``timeout``
+        (best effort, like ``wait_for_work``)."""
 
 
 @runtime_checkable

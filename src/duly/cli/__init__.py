@@ -6,6 +6,7 @@ from duly.cli.bench import bench
 from duly.cli.common import cli
 from duly.cli.demo import demo
 from duly.cli.freshness import freshness, refresh
+from duly.cli.groups import groups
 from duly.cli.inspect import (
     cancel,
     jobs,
@@ -34,6 +35,7 @@ for command in (
     watches,
     freshness,
     refresh,
+    groups,
     migrate,
     demo,
     bench,

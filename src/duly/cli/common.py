@@ -25,6 +25,7 @@ __all__ = [
     "cli",
     "echo_json",
     "fail",
+    "find_or_fail",
     "load_app",
     "missing_database",
     "translate_errors",
@@ -32,6 +33,7 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -148,6 +150,18 @@ def missing_database(app: App) -> str | None:
         return None
     path = os.path.abspath(path)
     return path if os.path.isdir(os.path.dirname(path)) else None
+
+
+def find_or_fail(app: App, what: str, ident: str, lookup: Callable[[str], T | None]) -> T:
+    """``lookup(ident)``, or exit 1 with one line naming where the ``what`` was looked for
+    (without creating a SQLite file to look in)."""
+    missing = missing_database(app)
+    if missing is not None:
+        fail(f"no {what} {ident} in {where(app)} ({missing} does not exist)")
+    found = lookup(ident)
+    if found is None:
+        fail(f"no {what} {ident} in {where(app)} (unknown, or removed by retention)")
+    return found
 
 
 def _closing(app: App) -> App:

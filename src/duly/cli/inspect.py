@@ -16,6 +16,7 @@ from duly.cli.common import (
     app_options,
     echo_json,
     fail,
+    find_or_fail,
     load_app,
     missing_database,
     translate_errors,
@@ -81,13 +82,7 @@ def _error_json(error: dict[str, Any]) -> dict[str, Any]:
 
 def _find(app: App, job_id: str) -> JobInfo:
     """The job, or exit 1 with one line naming where it was looked for."""
-    missing = missing_database(app)
-    if missing is not None:
-        fail(f"no job {job_id} in {where(app)} ({missing} does not exist)")
-    info = app.get_job(job_id)
-    if info is None:
-        fail(f"no job {job_id} in {where(app)} (unknown, or removed by retention)")
-    return info
+    return find_or_fail(app, "job", job_id, app.get_job)
 
 
 def _print_errors(console: Console, info: JobInfo) -> None:

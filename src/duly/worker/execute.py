@@ -17,6 +17,7 @@ from duly.errors import (
     TaskNotFound,
     Throttled,
 )
+from duly.groups import is_group_id
 from duly.records import JobRecord, Outcome
 from duly.serialization import decode, encode
 from duly.worker.frames import user_traceback
@@ -121,6 +122,7 @@ class Execution:
             max_attempts=record.max_attempts,
             key=record.key,
             worker=self.worker,
+            group=await app.get_group_async(record.id) if is_group_id(record.id) else None,
         )
         timeout = task.config.timeout
         token = _current.set(context)

@@ -42,7 +42,7 @@ from psycopg.types.json import Jsonb
 
 from duly.backends.base import TransactionalBackend
 from duly.backends.postgres import _freshness, _rows
-from duly.backends.postgres._enqueue import Enqueuing
+from duly.backends.postgres._groups import Grouping
 from duly.errors import BackendUnavailable
 from duly.freshness_state import FreshnessRequest, ScopeState
 from duly.limits import gcra_slots
@@ -61,13 +61,14 @@ from duly.records import (
 __all__ = ["PostgresBackend"]
 
 
-class PostgresBackend(Enqueuing):
+class PostgresBackend(Grouping):
     """duly's storage in one PostgreSQL schema (``schema``, created if missing).
 
     ``url`` is a libpq URL or DSN (``postgresql://user@host:5432/db``). ``open()`` applies the
     pending migrations unless ``auto_migrate`` is False (then run ``duly migrate`` first).
     ``max_connections`` bounds each pool. The constructor, ``open`` and ``close`` are those of
-    ``Connections`` (``_pool.py``); enqueue is ``Enqueuing`` (``_enqueue.py``).
+    ``Connections`` (``_pool.py``); enqueue is ``Enqueuing`` (``_enqueue.py``); groups and
+    events are ``Grouping`` (``_groups.py``).
     """
 
     def __repr__(self) -> str:
@@ -323,6 +324,8 @@ class PostgresBackend(Enqueuing):
         }
         row = await self._one("purge", params, retry=True)
         assert row is not None
+        async with self._conn() as conn:
+            await self._purge_groups_events(conn, now, keep)
         return int(row[0])
 
     # -- introspection -----------------------------------------------------------------------

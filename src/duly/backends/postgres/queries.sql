@@ -775,3 +775,94 @@ SELECT minute, task, queue, succeeded, failed, retried
 FROM {schema}.stats
 WHERE minute >= %(first_minute)s
 ORDER BY minute, task, queue;
+
+
+-- Groups and events (migration 0005_groups_events.sql writes them, in triggers on jobs).
+
+-- name: group_store
+-- Second statement of enqueue_group, after `enqueue` stored the members and the callback (the
+-- callback `scheduled` for +inf): mark the members, take the callback's due time away (no
+-- promotion reads a NULL scheduled_for), store the group. No status changes: no event.
+WITH members AS (
+    UPDATE {schema}.jobs j SET group_id = %(id)s
+    WHERE j.id = ANY(%(members)s::text[])
+    RETURNING 1
+),
+waits AS (
+    UPDATE {schema}.jobs j SET scheduled_for = NULL
+    WHERE j.id = %(id)s AND %(has_callback)s
+    RETURNING 1
+)
+INSERT INTO {schema}.groups (id, key, created_at, total, pending, retention, has_callback)
+SELECT %(id)s, %(key)s, %(created_at)s, %(total)s, %(total)s, %(retention)s, %(has_callback)s
+WHERE (SELECT count(*) FROM members) = %(total)s;
+
+-- name: get_group
+SELECT id, key, created_at, total, succeeded, failed, cancelled, completed_at, has_callback
+FROM {schema}.groups WHERE id = %(id)s;
+
+-- name: events_allocated
+-- The highest event id handed out, committed or not (a sequence is not transactional).
+SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {schema}.events_id_seq;
+
+-- name: events_horizon
+-- Run after events_allocated, as its own statement: every transaction that got an id up to
+-- that value has an xid below this snapshot's xmax.
+SELECT pg_snapshot_xmax(pg_current_snapshot())::text;
+
+-- name: events_settled
+-- Whether every transaction running at events_horizon has ended (committed or rolled back).
+SELECT pg_snapshot_xmin(pg_current_snapshot()) >= %(horizon)s::xid8;
+
+-- name: events_after
+SELECT (SELECT upto FROM {schema}.event_trim) AS upto, e.id, e.job_id, e.task, e.queue, e.key,
+       e.status, e.at
+FROM (SELECT 1) AS one
+LEFT JOIN LATERAL (
+    SELECT * FROM {schema}.events e
+    WHERE e.id > %(after)s AND e.id <= %(bound)s
+    ORDER BY e.id
+    LIMIT %(limit)s
+) AS e ON true;
+
+-- name: key_events_after
+SELECT (SELECT upto FROM {schema}.event_trim) AS upto, e.id, e.job_id, e.task, e.queue, e.key,
+       e.status, e.at
+FROM (SELECT 1) AS one
+LEFT JOIN LATERAL (
+    SELECT * FROM {schema}.events e
+    WHERE e.key = %(key)s AND e.id > %(after)s AND e.id <= %(bound)s
+    ORDER BY e.key, e.id
+    LIMIT %(limit)s
+) AS e ON true;
+
+-- name: key_events_newest
+SELECT coalesce(max(e.id), 0) FROM {schema}.events e WHERE e.key = %(key)s;
+
+-- name: purge_groups_events
+-- In purge's transaction: groups complete for longer than their retention (with their counted
+-- members), and events beyond the newest %(keep_count)s or older than %(keep_age)s seconds by
+-- the database clock, at most %(limit)s per call; event_trim.upto records the highest id
+-- deleted.
+WITH old_groups AS (
+    DELETE FROM {schema}.groups g WHERE g.expire_at <= %(now)s RETURNING g.id
+),
+old_settled AS (
+    DELETE FROM {schema}.group_settled s WHERE s.group_id IN (SELECT id FROM old_groups)
+),
+bound AS (
+    SELECT least(
+        greatest(
+            (SELECT coalesce(max(id), 0) FROM {schema}.events) - %(keep_count)s,
+            coalesce((SELECT e.id FROM {schema}.events e
+                      WHERE e.at >= extract(epoch FROM clock_timestamp()) - %(keep_age)s
+                      ORDER BY e.id LIMIT 1) - 1,
+                     (SELECT coalesce(max(id), 0) FROM {schema}.events))
+        ),
+        (SELECT coalesce(min(id), 0) FROM {schema}.events) + %(limit)s
+    ) AS upto
+),
+trimmed AS (
+    DELETE FROM {schema}.events e USING bound b WHERE e.id <= b.upto
+)
+UPDATE {schema}.event_trim t SET upto = greatest(t.upto, b.upto) FROM bound b;

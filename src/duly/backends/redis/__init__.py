@@ -23,7 +23,7 @@ from contextlib import suppress
 from typing import Final, cast
 
 from duly.backends._urls import redact_url
-from duly.backends.redis import _freshness, codec
+from duly.backends.redis import _freshness, codec, streams
 from duly.backends.redis.connection import (
     UNAVAILABLE,
     BlockingConnections,
@@ -40,8 +40,11 @@ from duly.records import (
     FINISHED_STATUSES,
     STATS_RETENTION,
     EnqueueResult,
+    EventRecord,
+    GroupRecord,
     JobFilter,
     JobRecord,
+    NewGroup,
     NewJob,
     Outcome,
     QueueStats,
@@ -248,7 +251,31 @@ class RedisBackend:
     async def purge(self, now: float, limit: int, keep: float = STATS_RETENTION) -> int:
         cutoff = (now - keep) / 60  # counter buckets of minutes before this are deleted
         with guard(self._safe_url, "purge"):
-            return await self._scripts.purge(self._redis, now, max(limit, 0), cutoff, now - keep)
+            return await self._scripts.purge(
+                self._redis, now, max(limit, 0), cutoff, now - keep, keep
+            )
+
+    # -- groups and events -----------------------------------------------------------------
+    async def enqueue_group(self, group: NewGroup, members: Sequence[NewJob]) -> None:
+        jobs = [*members, group.callback] if group.callback is not None else list(members)
+        with guard(self._safe_url, "enqueue_group"):
+            found = await self._scripts.enqueue_group(self._redis, group, jobs)
+        if any(f is not None for f in found):
+            raise ValueError(f"group {group.id!r}: a job id of it is already stored")
+
+    async def get_group(self, group_id: str) -> GroupRecord | None:
+        with guard(self._safe_url, "get_group"):
+            return await streams.get_group(self._redis, self.keys, group_id)
+
+    async def read_events(
+        self, after: str | None, key: str | None, limit: int
+    ) -> tuple[list[EventRecord], str]:
+        with guard(self._safe_url, "read_events"):
+            return await streams.read_events(self._redis, self.keys, after, key, limit)
+
+    async def wait_for_events(self, after: str, key: str | None, timeout: float) -> None:
+        with guard(self._safe_url, "wait_for_events"):
+            await streams.wait_for_events(self._redis, self.keys, after, key, timeout)
 
     # -- introspection ---------------------------------------------------------------------
     async def get_job(self, job_id: str) -> JobRecord | None:

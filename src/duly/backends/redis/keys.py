@@ -30,6 +30,15 @@ key                     type    content
 ``rl:<key>``            string  a rate limit's GCRA state ``"<tat> <floor>"`` (see
                                 reserve_rate.lua); expires (SET PX) when ``tat`` passes by the
                                 reserving caller's clock (a passed ``tat`` equals no state)
+``ev``                  stream  one entry per job state change (see "Events" below)
+``ev:k:<key>``          stream  the entries of ``ev`` of jobs with ``key``, same ids; EXPIRE 7
+                                days after its last entry
+``ev:n``                string  the number of the last event written
+``g:<id>``              hash    a group: ``n`` members, ``left`` not settled, ``succeeded`` /
+                                ``failed`` / ``cancelled`` counts, ``at`` created, ``ret``
+                                retention (s), ``k`` key, ``cb`` = 1 with a callback, ``done``
+                                completed_at; EXPIRE ``ret`` once complete
+``gs:<id>``             set     member ids whose outcome the group counted (once each)
 ``wake`` (channel)      pubsub  a queue name is published when a job may be claimable in it
 ``f:<member>``          hash    one freshness scope (PRODUCT §7), member = ``<name>\\x1f<scope>``;
                                 fields in lua/_freshness.lua
@@ -46,7 +55,8 @@ or ran ``again``), ``b`` started at, ``f`` finished_at, ``o`` result (raw bytes)
 ``c`` (only on a ``running`` job whose cancel was requested) the expire_at it gets when it
 ends ``cancelled`` ('' = none);
 concurrency control (absent for a plain job): ``u`` unique key (see below), ``U`` = ``1`` if the
-hold ends at start, ``ux`` hold expiry, ``g`` gate, ``G`` gate limit. Times are Python
+hold ends at start, ``ux`` hold expiry, ``g`` gate, ``G`` gate limit; ``gp`` the group of a
+group member. Times are Python
 ``repr(float)`` strings, so they read back exactly.
 
 Invariants every script keeps: a job is ``queued`` iff its id is in exactly one ``q:<queue>`` or
@@ -73,6 +83,19 @@ for jobs handed back (recovered orphans, released jobs) so they go first within 
 ZPOPMIN then yields: higher priority first, handed-back first, FIFO, ties by id. Every score is
 an integer below 2**53, so doubles hold it exactly.
 
+Events: every script that stores a job or changes a job's status emits one event per change
+(``emit`` in ``lua/_common.lua``) and writes them at its end as one ``ev`` entry per 1000: id
+``0-<number of its last event>`` (events are numbered per namespace, ``ev:n`` the last
+number), fields ``n`` count, ``a`` server ms, ``e`` msgpack ``[job id, status, task, queue,
+key or '', ...]``; the keyed ones also per key in ``ev:k:<key>`` (same id; ``e`` =
+``[number, job id, status, task, queue, ...]``). The last 100 000 events at least are kept;
+purge trims entries older than the stats retention. ``streams.py`` reads them.
+
+Groups: a member's first outcome (succeeded, failed, cancelled) is added to ``gs:<id>`` and
+counted in ``g:<id>`` by the script that records it (``settle_member``); the one that leaves
+none pending sets ``done`` and moves the callback job (id = the group's id, ``scheduled``
+with no ``d`` until then, in no index) to its ready zset.
+
 Lua scripts receive the prefix (``{<namespace>}:``) as ``ARGV[1]`` and build the per-id keys
 (``j:``, ``q:``, ``k:``, ``s:``, ``gr:``, ``gw:``, ``rl:``) with the helpers in
 ``lua/_common.lua``, which mirror the methods below; the backend tests check both sides agree.
@@ -98,6 +121,8 @@ class Keyspace:
         "all",
         "counter_minutes",
         "due",
+        "events",
+        "events_count",
         "expiry",
         "namespace",
         "pattern",
@@ -127,6 +152,8 @@ class Keyspace:
         self.worker_info = p + "wi"
         self.unique = p + "u"
         self.wake = p + "wake"
+        self.events = p + "ev"
+        self.events_count = p + "ev:n"
 
     def job(self, job_id: str) -> str:
         return f"{self.prefix}j:{job_id}"
@@ -157,3 +184,9 @@ class Keyspace:
 
     def rate(self, key: str) -> str:
         return f"{self.prefix}rl:{key}"
+
+    def key_events(self, key: str) -> str:
+        return f"{self.prefix}ev:k:{key}"
+
+    def group(self, group_id: str) -> str:
+        return f"{self.prefix}g:{group_id}"

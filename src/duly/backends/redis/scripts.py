@@ -27,7 +27,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from duly.backends.redis.connection import AutoPipeline, Client
 from duly.backends.redis.keys import Keyspace
 from duly.freshness_state import FreshnessRequest
-from duly.records import NewJob, Outcome, RateRequest
+from duly.records import NewGroup, NewJob, Outcome, RateRequest
 
 __all__ = ["ENQUEUE_CHUNK", "Script", "Scripts"]
 
@@ -163,16 +163,24 @@ class Scripts:
         for script in self.all:
             await script.load(client)
 
-    def _enqueue_chunks(self, jobs: Sequence[NewJob]) -> Iterator[list[Value]]:
+    def _enqueue_chunks(
+        self, jobs: Sequence[NewJob], group: NewGroup | None = None
+    ) -> Iterator[list[Value]]:
         """The ARGV of each chunk of enqueueing ``jobs``, built lazily (the blocking path sends
         a chunk while the next is built). Consecutive jobs sharing every field but id and payload
-        form one group (enqueue.lua), so a bulk enqueue of one task sends ~2 values per job."""
+        form one group (enqueue.lua), so a bulk enqueue of one task sends ~2 values per job.
+        A duly ``group`` (members and callback in ``jobs``) is sent as one chunk: one call."""
         k = self.keys
-        for start in range(0, len(jobs), ENQUEUE_CHUNK):
+        chunk = ENQUEUE_CHUNK if group is None else max(1, len(jobs))
+        for start in range(0, len(jobs), chunk):
             args: list[Value] = [k.prefix, k.wake]
+            if group is None:
+                args.append("")
+            else:
+                args += (group.id, group.key or "", float(group.created_at), group.retention)
             shared: tuple[Value, ...] = ()
             count_at = 0
-            for job in jobs[start : start + ENQUEUE_CHUNK]:
+            for job in jobs[start : start + chunk]:
                 header: tuple[Value, ...] = (
                     job.task,
                     job.queue,
@@ -267,6 +275,16 @@ class Scripts:
             if isinstance(reply, Exception):
                 raise reply
         return self._collect(jobs, replies)
+
+    async def enqueue_group(
+        self, client: Client, group: NewGroup, jobs: Sequence[NewJob]
+    ) -> list[bytes | None]:
+        """Store a duly group: ``jobs`` (members, then the callback if any) in one call."""
+        [args] = self._enqueue_chunks(jobs, group)
+        reply = await self._call(self.enqueue_script, client, self._enqueue_keys(), args)
+        found: list[bytes | None] = []
+        self._found(len(jobs), reply, found)
+        return found
 
     def enqueue_blocking_cluster(
         self, client: SyncRedisCluster, jobs: Sequence[NewJob]
@@ -426,14 +444,27 @@ class Scripts:
         return reply
 
     async def purge(
-        self, client: Client, now: float, limit: int, counter_cutoff: float, worker_cutoff: float
+        self,
+        client: Client,
+        now: float,
+        limit: int,
+        counter_cutoff: float,
+        worker_cutoff: float,
+        events_keep: float,
     ) -> int:
         k = self.keys
         reply = await self._call(
             self.purge_script,
             client,
             (k.expiry, k.all, k.counter_minutes, k.workers, k.worker_info),
-            [k.prefix, float(now), limit, float(counter_cutoff), float(worker_cutoff)],
+            [
+                k.prefix,
+                float(now),
+                limit,
+                float(counter_cutoff),
+                float(worker_cutoff),
+                float(events_keep),
+            ],
         )
         return int(reply)
 

@@ -38,6 +38,7 @@ from duly.backends.sqlite import (
     _connection,
     _enqueue,
     _freshness,
+    _groups,
     _introspection,
     _maintenance,
     _outcomes,
@@ -59,8 +60,11 @@ from duly.freshness_state import FreshnessRequest, ScopeState
 from duly.records import (
     STATS_RETENTION,
     EnqueueResult,
+    EventRecord,
+    GroupRecord,
     JobFilter,
     JobRecord,
+    NewGroup,
     NewJob,
     Outcome,
     QueueStats,
@@ -71,6 +75,9 @@ from duly.records import (
 )
 
 __all__ = ["SqliteBackend"]
+
+#: Seconds between two looks for new events of a waiting events reader.
+_EVENTS_POLL: Final = 0.05
 
 T = TypeVar("T")
 
@@ -375,6 +382,39 @@ class SqliteBackend:
         await self._transaction(
             lambda conn: conn.execute(_QUERIES["write_raw_payload"], params), "write_raw_payload"
         )
+
+    # -- groups and events (triggers of migration 0004 write them) -----------------------
+    async def enqueue_group(self, group: NewGroup, members: Sequence[NewJob]) -> None:
+        """Store a group, its members and its waiting callback in one transaction."""
+        await self._transaction(_groups.enqueue_group_tx(group, members), "enqueue_group")
+        self._signal.note_local_change()
+
+    async def get_group(self, group_id: str) -> GroupRecord | None:
+        """One group by id, or None."""
+        return await self._run(_groups.get_group(group_id), "get_group")
+
+    async def read_events(
+        self, after: str | None, key: str | None, limit: int
+    ) -> tuple[list[EventRecord], str]:
+        """Events after ``after`` in id order (one key's through events_key)."""
+        if after is None:
+            return [], str(await self._run(_groups.newest_event(None), "read_events"))
+        position = _groups.parse_event_id(after)
+        events = await self._run(_groups.read_events(position, key, limit), "read_events")
+        return events, events[-1].id if events else str(position)
+
+    async def wait_for_events(self, after: str, key: str | None, timeout: float) -> None:
+        """Poll the newest event id (cheap: the end of an index) until it passes ``after``."""
+        position = _groups.parse_event_id(after)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout, 0.0)
+        while True:
+            if await self._run(_groups.newest_event(key), "wait_for_events") > position:
+                return
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            await asyncio.sleep(min(_EVENTS_POLL, left))
 
     # -- introspection ---------------------------------------------------------------------
     async def get_job(self, job_id: str) -> JobRecord | None:

@@ -6,7 +6,7 @@ import math
 import sqlite3
 from collections.abc import Callable
 
-from duly.backends.sqlite import _concurrency, _freshness
+from duly.backends.sqlite import _concurrency, _freshness, _groups
 from duly.backends.sqlite._connection import statements
 from duly.backends.sqlite._outcomes import bump_stats
 from duly.backends.sqlite._tx import QUERIES
@@ -86,6 +86,7 @@ def purge_tx(now: float, limit: int, keep: float) -> Callable[[sqlite3.Connectio
         conn.execute(QUERIES["purge_stats"], {"minute": old_minute})
         conn.execute(QUERIES["purge_workers"], {"cutoff": now - keep})
         conn.execute(QUERIES["purge_rates"], {"now": now})
+        _groups.purge_groups_events(conn, now, keep)
         return deleted
 
     return purge

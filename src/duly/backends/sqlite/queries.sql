@@ -444,8 +444,77 @@ ORDER BY minute, task, queue;
 UPDATE jobs SET payload = :payload WHERE id = :id;
 
 -- name: drop
+DELETE FROM events;
+DELETE FROM group_settled;
+DELETE FROM groups;
 DELETE FROM jobs;
 DELETE FROM stats;
 DELETE FROM workers;
 DELETE FROM queues;
 DELETE FROM rate_limits;
+
+
+-- Groups and events (0004_groups_events.sql does the writing, in triggers).
+
+-- name: group_members
+-- In the enqueue_group transaction, after the jobs: mark the members (ids: a JSON list).
+UPDATE jobs SET group_id = :group WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: group_callback_waits
+-- The callback was inserted `scheduled` for +inf: no due time at all from now on.
+UPDATE jobs SET scheduled_for = NULL, position = enqueued_at WHERE id = :group;
+
+-- name: insert_group
+INSERT INTO groups (id, key, created_at, total, pending, retention, has_callback)
+VALUES (:id, :key, :created_at, :total, :total, :retention, :has_callback);
+
+-- name: get_group
+SELECT id, key, created_at, total, succeeded, failed, cancelled, completed_at, has_callback
+FROM groups WHERE id = :id;
+
+-- name: events_head
+SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0);
+
+-- name: events_trimmed_upto
+SELECT upto FROM event_trim;
+
+-- name: events_after
+SELECT id, job_id, task, queue, key, status, at FROM events
+WHERE id > :after ORDER BY id LIMIT :limit;
+
+-- name: key_events_after
+SELECT id, job_id, task, queue, key, status, at FROM events INDEXED BY events_key
+WHERE key = :key AND id > :after ORDER BY key, id LIMIT :limit;
+
+-- name: events_newest
+SELECT coalesce(max(id), 0) FROM events;
+
+-- name: key_events_newest
+SELECT coalesce(max(id), 0) FROM events INDEXED BY events_key WHERE key = :key;
+
+-- name: events_trim_bound
+-- Purge: the highest id to delete: beyond the newest :keep_count, or older than :keep_age
+-- seconds by the database clock (the first row young enough bounds it: ids follow time), at
+-- most :limit rows past the oldest.
+SELECT min(
+    max(
+        (SELECT coalesce(max(id), 0) FROM events) - :keep_count,
+        coalesce((SELECT id FROM events
+                  WHERE at >= (julianday('now') - 2440587.5) * 86400.0 - :keep_age
+                  ORDER BY id LIMIT 1) - 1,
+                 (SELECT coalesce(max(id), 0) FROM events))
+    ),
+    (SELECT coalesce(min(id), 0) FROM events) + :limit
+);
+
+-- name: events_trim
+DELETE FROM events WHERE id <= :upto;
+
+-- name: events_trim_mark
+UPDATE event_trim SET upto = max(upto, :upto);
+
+-- name: purge_groups
+-- Groups complete for longer than their retention, with their counted members.
+DELETE FROM group_settled
+WHERE group_id IN (SELECT id FROM groups INDEXED BY groups_expire WHERE expire_at <= :now);
+DELETE FROM groups WHERE expire_at <= :now;

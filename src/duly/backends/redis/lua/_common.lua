@@ -100,6 +100,103 @@ local function free_gate(gate, id, counts, woken)
   unpark(gate, counts, woken)
 end
 
+-- Events (keys.py, "Events"): every job state change is one event, numbered 1, 2, 3... across
+-- the namespace (`ev:n` holds the last number). A script collects its events (emit) and writes
+-- them at its end (trim_events): one `ev` stream entry per EVENTS_PER_ENTRY events, whose id is
+-- 0-<number of its last event>, with fields n (how many), a (server time, ms) and e (the events
+-- as one msgpack array: job id, status, task, queue, key or '' for each), so a burst of jobs
+-- costs one XADD per script call, not one per job. The events of jobs with a key also go, per
+-- key, to ev:k:<key> under the same entry id (fields a, e: number, job id, status, task, queue
+-- for each), which lives KEY_EVENTS_TTL seconds after its last entry. Retention: entries whose
+-- last event is below (last number - EVENTS_KEPT) are trimmed (~: whole nodes), and purge
+-- trims by age; a reader compares its position with the first event still stored.
+local EVENTS_KEPT = 100000
+local EVENTS_PER_ENTRY = 1000
+local KEY_EVENTS_TTL = 604800
+local pending_events = {}
+local pending_count = 0
+local pending_keyed = false
+local function emit(id, status, task, queue, key)
+  local e, b = pending_events, pending_count * 5
+  pending_count = pending_count + 1
+  if key and key ~= '' then pending_keyed = true else key = '' end
+  e[b + 1], e[b + 2], e[b + 3], e[b + 4], e[b + 5] = id, status, task, queue, key
+end
+local function trim_events()
+  local e, count = pending_events, pending_count
+  if count == 0 then return end
+  local t = redis.call('TIME')
+  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local last = redis.call('INCRBY', PREFIX .. 'ev:n', count)
+  local number = last - count
+  for first = 1, count, EVENTS_PER_ENTRY do
+    local n = math.min(EVENTS_PER_ENTRY, count - first + 1)
+    local entry, keyed = e, {}
+    if count > EVENTS_PER_ENTRY then
+      entry = {unpack(e, (first - 1) * 5 + 1, (first + n - 1) * 5)}
+    end
+    for x = first, pending_keyed and first + n - 1 or 0 do
+      local b = (x - 1) * 5
+      local key = e[b + 5]
+      if key ~= '' then
+        local k = keyed[key]
+        if k == nil then k = {}; keyed[key] = k end
+        k[#k + 1], k[#k + 2], k[#k + 3], k[#k + 4], k[#k + 5] =
+          number + x - first + 1, e[b + 1], e[b + 2], e[b + 3], e[b + 4]
+      end
+    end
+    number = number + n
+    local eid = '0-' .. number
+    redis.call('XADD', PREFIX .. 'ev', eid, 'n', n, 'a', ms, 'e', cmsgpack.pack(entry))
+    for key, k in pairs(keyed) do
+      local kk = PREFIX .. 'ev:k:' .. key
+      redis.call('XADD', kk, eid, 'a', ms, 'e', cmsgpack.pack(k))
+      redis.call('EXPIRE', kk, KEY_EVENTS_TTL)
+      if last > EVENTS_KEPT then
+        redis.call('XTRIM', kk, 'MINID', '~', '0-' .. (last - EVENTS_KEPT))
+      end
+    end
+  end
+  if last > EVENTS_KEPT then
+    redis.call('XTRIM', PREFIX .. 'ev', 'MINID', '~', '0-' .. (last - EVENTS_KEPT))
+  end
+  pending_events, pending_count, pending_keyed = {}, 0, false
+end
+
+-- Groups (keys.py, "Groups"): g:<id> hash {n total, left, succeeded, failed, cancelled, at
+-- created, ret retention s, k key, cb '1' with a callback, done completed_at}; gs:<id> the set
+-- of members whose outcome was counted. A member job's `gp` field names its group.
+local function group_key(id) return PREFIX .. 'g:' .. id end
+local function group_settled_key(id) return PREFIX .. 'gs:' .. id end
+
+-- Member `id` of `group` reached `status` (succeeded, failed or cancelled) at `now`. Only its
+-- first outcome counts (SADD); the one that leaves none pending completes the group (done =
+-- now, kept `ret` seconds more) and makes its callback job (id = the group's) `queued` at its
+-- FIFO place, its queue woken (`woken`). A member of a group already deleted counts nowhere.
+local function settle_member(group, id, status, now, woken)
+  local gk = group_key(group)
+  -- A group past its retention is gone: a member outliving it (a later retry) counts nowhere.
+  if redis.call('EXISTS', gk) == 0 then return end
+  if redis.call('SADD', group_settled_key(group), id) == 0 then return end
+  redis.call('HINCRBY', gk, status, 1)
+  if redis.call('HINCRBY', gk, 'left', -1) > 0 then return end
+  redis.call('HSET', gk, 'done', now)
+  local f = redis.call('HMGET', gk, 'ret', 'cb')
+  local ttl = math.ceil(tonumber(f[1]) or 86400)
+  redis.call('EXPIRE', gk, ttl)
+  redis.call('EXPIRE', group_settled_key(group), ttl)
+  if not f[2] then return end
+  local cj = job_key(group)
+  local c = redis.call('HMGET', cj, 's', 'd', 'q', 'r', 'e', 't', 'k')
+  if c[1] == 'scheduled' and not c[2] then
+    redis.call('HSET', cj, 's', 'queued', 'd', now)
+    redis.call('ZADD', ready_key(c[3]), fifo_score(c[4], c[5]), group)
+    redis.call('HINCRBY', PREFIX .. 'qc', c[3] .. SEP .. 's', -1)
+    woken[c[3]] = true
+    emit(group, 'queued', c[6], c[3], c[7])
+  end
+end
+
 -- A running job whose cancel was requested (its `c` field = the expire_at it gets, '' = none;
 -- see cancel.lua) ends `cancelled` at `now`, whatever its run did: it leaves `run` (`run_key`),
 -- loses its lease, rate slot and request, joins s:cancelled and (with an expire_at) `exp_key`;
@@ -120,4 +217,7 @@ local function end_cancelled(run_key, exp_key, unique_hash, id, queue, gate, uni
     end_hold(unique_hash, id, unique, not hold_expired(redis.call('HGET', jk, 'ux'), now))
   end
   if gate then free_gate(gate, id, counts, woken) end
+  local f = redis.call('HMGET', jk, 't', 'k', 'gp')
+  emit(id, 'cancelled', f[1], queue, f[2])
+  if f[3] then settle_member(f[3], id, 'cancelled', now, woken) end
 end

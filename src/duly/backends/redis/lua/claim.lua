@@ -3,6 +3,7 @@
 -- KEYS[1] running zset     KEYS[2] queue counts     KEYS[3] unique holds hash (`u`)
 -- ARGV[1] prefix   ARGV[2] worker   ARGV[3] limit   ARGV[4] now   ARGV[5] lease_until
 -- ARGV[6..] queue names, in the order to try them
+-- Each taken job emits a `running` event.
 -- Returns {id, row, id, row, ...}: each job's fields after the change, by position (nil when
 -- absent): t, q, p, a, m, k, r, e, d, o, x, n, z, y (the caller knows s, b, w and l, and that
 -- f is gone). One HMGET per job is the only read.
@@ -59,6 +60,7 @@ for qi = 6, #ARGV do
           if h[16] then redis.call('HDEL', jk, 'f') end
           if gate then redis.call('SADD', gate_running_key(gate), id) end
           if hold and h[20] then end_hold(KEYS[3], id, hold, false) end
+          emit(id, 'running', h[1], h[2], h[6])
           out[#out + 1] = id
           out[#out + 1] = {h[1], h[2], h[3], attempts, h[5], h[6], h[7], h[8], h[9], h[10], h[11],
             h[12], h[13], h[14]}
@@ -75,4 +77,5 @@ for qi = 6, #ARGV do
 end
 zadd_many(KEYS[1], running)
 flush_counts(KEYS[2], counts)
+trim_events()
 return out

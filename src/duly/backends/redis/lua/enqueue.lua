@@ -3,7 +3,10 @@
 -- KEYS[1] due zset        KEYS[2] all-jobs index   KEYS[3] queues set   KEYS[4] queue counts
 -- KEYS[5] unique holds hash (`u`)
 -- ARGV[1] prefix          ARGV[2] wake channel
--- ARGV[3..] groups of jobs that share every field but id and payload (a bulk enqueue of one
+-- ARGV[3] group id ('' = a plain enqueue, then the job groups start at ARGV[4]); with a group
+--   id, ARGV[4] the group's key ('' = none), ARGV[5] created_at, ARGV[6] retention (s), and
+--   the job groups start at ARGV[7]. The whole group is one chunk (one call: all or none).
+-- ARGV[h..] groups of jobs that share every field but id and payload (a bulk enqueue of one
 --   task is one group), each: n, task, queue, max_attempts, key ('' = none), priority,
 --   enqueued_at, scheduled_for, then a concurrency marker: '' for plain jobs, or 'c' followed
 --   by five more: unique_key ('' = none), unique_until ('start'|'finish'), unique_expires_at
@@ -20,6 +23,10 @@
 -- enqueued_at) deduplicates the job; else the job takes the key (u[key] = id, job fields u, U,
 -- ux), so a later duplicate in the same batch resolves to it. A gate is just stored (g, G):
 -- claim.lua applies it.
+-- A duly group (ARGV[3]): each stored job whose id is not the group's is a member (field `gp`);
+-- the job whose id is the group's is its callback, stored `scheduled` with no due time (in no
+-- index a promotion or a claim reads) until settle_member queues it. The g:<id> hash is
+-- stored last with the number of members stored. Each stored job emits its first event.
 local out = {}
 local ready = {}      -- queue -> {score, id, score, id, ...}
 local all = {}
@@ -43,8 +50,28 @@ local function store_concurrency(jk, id, h)
   redis.call('HSET', jk, unpack(fields))
 end
 
+local group = ARGV[3]
+local members = 0
 local position = 0
-local h = 3
+local h = group == '' and 4 or 7
+
+-- A group is all or none: a job id already stored (a resend) stores nothing of it.
+if group ~= '' then
+  local clash = {}
+  local at, p = h, 0
+  while at <= #ARGV do
+    local i = at + (ARGV[at + 8] == '' and 9 or 14)
+    for _ = 1, tonumber(ARGV[at]) do
+      p = p + 1
+      if redis.call('EXISTS', job_key(ARGV[i])) == 1 then
+        clash[#clash + 1], clash[#clash + 2] = p, ARGV[i]
+      end
+      i = i + 2
+    end
+    at = i
+  end
+  if #clash > 0 then return clash end
+end
 while h <= #ARGV do
   local n, task, queue, max_attempts = tonumber(ARGV[h]), ARGV[h + 1], ARGV[h + 2], ARGV[h + 3]
   local key, priority, enqueued_at, scheduled_for = ARGV[h + 4], ARGV[h + 5], ARGV[h + 6], ARGV[h + 7]
@@ -76,11 +103,24 @@ while h <= #ARGV do
       out[#out + 1], out[#out + 2] = position, holder
     else
       fields[6] = ARGV[i + 1]
-      redis.call('HSET', jk, unpack(fields))
-      if scheduled then
-        redis.call('ZADD', KEYS[1], scheduled_for, id)
+      if group ~= '' and id == group then
+        fields[8] = 'scheduled'
+        redis.call('HSET', jk, unpack(fields))
+        fields[8] = status
+        bump(counts, queue .. SEP .. 's', 1)
+        emit(id, 'scheduled', task, queue, key)
       else
-        batch[#batch + 1], batch[#batch + 2] = score, id
+        redis.call('HSET', jk, unpack(fields))
+        if scheduled then
+          redis.call('ZADD', KEYS[1], scheduled_for, id)
+        else
+          batch[#batch + 1], batch[#batch + 2] = score, id
+        end
+        if group ~= '' then
+          redis.call('HSET', jk, 'gp', group)
+          members = members + 1
+        end
+        emit(id, status, task, queue, key)
       end
       if key ~= '' then redis.call('ZADD', key_index(key), 0, id) end
       if not plain then store_concurrency(jk, id, h) end
@@ -95,6 +135,13 @@ while h <= #ARGV do
   end
   h = i
 end
+if group ~= '' then
+  local g = {'n', members, 'left', members, 'at', ARGV[5], 'ret', ARGV[6]}
+  if ARGV[4] ~= '' then g[#g + 1], g[#g + 2] = 'k', ARGV[4] end
+  if redis.call('EXISTS', job_key(group)) == 1 then g[#g + 1], g[#g + 2] = 'cb', '1' end
+  redis.call('HSET', group_key(group), unpack(g))
+end
+trim_events()
 if #all > 0 then
   zadd_many(KEYS[2], all)
   for queue in pairs(queues) do redis.call('SADD', KEYS[3], queue) end

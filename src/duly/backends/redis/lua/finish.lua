@@ -26,6 +26,8 @@
 --                `due` if run_at > now, else `queued` at its FIFO place and its queue woken
 -- A gated job frees its slot, which unparks the best parked job of its gate (free_gate).
 -- succeeded and failed end the unique hold (end_hold); the other kinds keep it.
+-- Each changed job emits an event with its new status; a group member's succeeded or failed
+-- is recorded in its group (settle_member), which may queue the group's callback.
 -- Counters: succeeded and again -> s, failed -> f, retry -> r in the minute bucket (field
 -- task SEP queue SEP letter), which expires after the TTL. Index updates are batched.
 local worker, now, minute = ARGV[2], ARGV[3], ARGV[4]
@@ -44,7 +46,7 @@ for i = 7, #ARGV, 7 do
   local id, kind = ARGV[i], ARGV[i + 1]
   local result, errors, run_at, expire_at = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   local jk = job_key(id)
-  local f = redis.call('HMGET', jk, 's', 'w', 't', 'q', 'r', 'g', 'u', 'c')
+  local f = redis.call('HMGET', jk, 's', 'w', 't', 'q', 'r', 'g', 'u', 'c', 'k', 'gp')
   n = n + 1
   if f[1] ~= 'running' or f[2] ~= worker then
     out[n] = 0
@@ -76,6 +78,8 @@ for i = 7, #ARGV, 7 do
       local index = finished[kind]
       index[#index + 1], index[#index + 2] = 0, id
       bump(stats, task .. SEP .. queue .. SEP .. (kind == 'succeeded' and 's' or 'f'), 1)
+      emit(id, kind, task, queue, f[9])
+      if f[10] then settle_member(f[10], id, kind, now, woken) end
     elseif kind == 'retry' then
       if run_at == '' then run_at = now end
       if errors ~= '' then
@@ -87,6 +91,7 @@ for i = 7, #ARGV, 7 do
       due[#due + 1], due[#due + 2] = run_at, id
       bump(counts, queue .. SEP .. 's', 1)
       bump(stats, task .. SEP .. queue .. SEP .. 'r', 1)
+      emit(id, 'retrying', task, queue, f[9])
     elseif kind == 'release' then
       if redis.call('HINCRBY', jk, 'a', -1) < 0 then redis.call('HSET', jk, 'a', 0) end
       if ARGV[i + 6] ~= '' then
@@ -99,10 +104,12 @@ for i = 7, #ARGV, 7 do
         redis.call('HSET', jk, 's', 'scheduled', 'd', run_at)
         due[#due + 1], due[#due + 2] = run_at, id
         bump(counts, queue .. SEP .. 's', 1)
+        emit(id, 'scheduled', task, queue, f[9])
       else
         redis.call('HSET', jk, 's', 'queued')
         redis.call('ZADD', ready_key(queue), ready_score(f[5], 0), id)
         woken[queue] = true
+        emit(id, 'queued', task, queue, f[9])
       end
     elseif kind == 'again' then
       if run_at == '' then run_at = now end
@@ -117,10 +124,12 @@ for i = 7, #ARGV, 7 do
         redis.call('HSET', jk, 's', 'scheduled')
         due[#due + 1], due[#due + 2] = run_at, id
         bump(counts, queue .. SEP .. 's', 1)
+        emit(id, 'scheduled', task, queue, f[9])
       else
         redis.call('HSET', jk, 's', 'queued')
         redis.call('ZADD', ready_key(queue), fifo_score(f[5], redis.call('HGET', jk, 'e')), id)
         woken[queue] = true
+        emit(id, 'queued', task, queue, f[9])
       end
       bump(stats, task .. SEP .. queue .. SEP .. 's', 1)
     else
@@ -143,5 +152,6 @@ if next(stats) ~= nil then
   redis.call('EXPIRE', KEYS[6], ARGV[5])
   redis.call('ZADD', KEYS[5], minute, minute)
 end
+trim_events()
 publish_all(ARGV[6], woken)
 return out

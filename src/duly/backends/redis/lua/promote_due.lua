@@ -14,17 +14,19 @@ local woken = {}
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
   local jk = job_key(id)
-  local f = redis.call('HMGET', jk, 's', 'q', 'r', 'e')
+  local f = redis.call('HMGET', jk, 's', 'q', 'r', 'e', 't', 'k')
   if f[1] == 'scheduled' or f[1] == 'retrying' then
     local queue = f[2]
     redis.call('HSET', jk, 's', 'queued')
     redis.call('ZADD', ready_key(queue), fifo_score(f[3], f[4]), id)
     bump(counts, queue .. SEP .. 's', -1)
     woken[queue] = true
+    emit(id, 'queued', f[5], queue, f[6])
     moved = moved + 1
   end
 end
 flush_counts(KEYS[2], counts)
+trim_events()
 publish_all(ARGV[4], woken)
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 return {moved, first[2] or false}

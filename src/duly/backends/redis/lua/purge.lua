@@ -6,6 +6,8 @@
 -- ARGV[4] counter cutoff: buckets whose minute is < this value are deleted
 -- ARGV[5] worker cutoff: workers last seen before this time are forgotten (they died without
 --         unregistering), at most 1000 per call
+-- ARGV[6] events age (s): `ev` entries older than that by the server's clock are trimmed (the
+--         count bound is kept by each writer, see "Events" in _common.lua)
 -- Returns the number of jobs deleted.
 --
 -- Takes up to `limit` ids of `exp` with expire_at <= now. A job that is still finished is
@@ -38,5 +40,28 @@ local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. ARGV[5], 'LIMIT
 for _, worker in ipairs(gone) do
   redis.call('ZREM', KEYS[4], worker)
   redis.call('HDEL', KEYS[5], worker)
+end
+-- Events older than ARGV[6] seconds (entry field `a`, the server clock): found from the
+-- oldest entry, at most 100 entries looked at per call, trimmed exactly (MINID).
+local t = redis.call('TIME')
+local cutoff = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  - math.floor(tonumber(ARGV[6]) * 1000)
+local keep = nil
+local oldest = redis.call('XRANGE', PREFIX .. 'ev', '-', '+', 'COUNT', 100)
+for _, entry in ipairs(oldest) do
+  local fields, at = entry[2], nil
+  for i = 1, #fields, 2 do
+    if fields[i] == 'a' then at = tonumber(fields[i + 1]) end
+  end
+  keep = entry[1]
+  if at and at >= cutoff then break end
+  keep = '(' .. entry[1]
+end
+if keep and string.sub(keep, 1, 1) == '(' then
+  -- Every entry looked at is old: trim through the last of them.
+  redis.call('XTRIM', PREFIX .. 'ev', 'MINID', string.sub(keep, 2))
+  redis.call('XDEL', PREFIX .. 'ev', string.sub(keep, 2))
+elseif keep then
+  redis.call('XTRIM', PREFIX .. 'ev', 'MINID', keep)
 end
 return deleted

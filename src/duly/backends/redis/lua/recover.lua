@@ -14,7 +14,8 @@
 -- `failed`, finished_at = now, a LostWorker entry appended to its errors JSON list (by string
 -- splicing: the stored history is never re-encoded), expire_at = failed_expire_at, counted as
 -- a failure, its unique hold ended (end_hold). A job whose cancel was requested (field `c`)
--- is neither: it ends `cancelled` (end_cancelled), its `lost` unchanged.
+-- is neither: it ends `cancelled` (end_cancelled), its `lost` unchanged. Each emits its event;
+-- a quarantined group member is recorded in its group (settle_member).
 local now = ARGV[2]
 local max_lost = tonumber(ARGV[3])
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now, 'LIMIT', 0, tonumber(ARGV[4]))
@@ -35,7 +36,7 @@ end
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
   local jk = job_key(id)
-  local f = redis.call('HMGET', jk, 's', 'q', 'r', 't', 'a', 'x', 'g', 'u', 'ux', 'c')
+  local f = redis.call('HMGET', jk, 's', 'q', 'r', 't', 'a', 'x', 'g', 'u', 'ux', 'c', 'k', 'gp')
   if f[1] == 'running' and f[10] then
     end_cancelled(KEYS[1], KEYS[2], KEYS[6], id, f[2], f[7], f[8], f[10], now, counts, woken)
     fresh_ended(id, 'cancelled', now, '') -- a freshness scope's sync (_freshness.lua)
@@ -52,6 +53,7 @@ for _, id in ipairs(ids) do
       redis.call('HDEL', jk, 'w')
       redis.call('ZADD', ready_key(queue), ready_score(f[3], 0), id)
       woken[queue] = true
+      emit(id, 'queued', f[4], queue, f[11])
       out[#out + 1] = id
       out[#out + 1] = 1
     else
@@ -63,6 +65,8 @@ for _, id in ipairs(ids) do
       redis.call('ZADD', KEYS[2], ARGV[5], id)
       bump(stats, f[4] .. SEP .. queue .. SEP .. 'f', 1)
       if f[8] then end_hold(KEYS[6], id, f[8], not hold_expired(f[9], now)) end
+      emit(id, 'failed', f[4], queue, f[11])
+      if f[12] then settle_member(f[12], id, 'failed', now, woken) end
       fresh_ended(id, 'failed', now, '[' .. entry .. ']') -- a freshness scope's sync
       out[#out + 1] = id
       out[#out + 1] = 0
@@ -75,5 +79,6 @@ if next(stats) ~= nil then
   redis.call('EXPIRE', KEYS[5], ARGV[7])
   redis.call('ZADD', KEYS[4], ARGV[6], ARGV[6])
 end
+trim_events()
 publish_all(ARGV[8], woken)
 return out

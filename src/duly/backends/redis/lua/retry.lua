@@ -12,7 +12,7 @@
 -- worker, lease and rate slot are removed; the error history (x) is kept. Its queue is woken.
 local id = ARGV[2]
 local jk = job_key(id)
-local f = redis.call('HMGET', jk, 's', 'q', 'r', 'e', 'u')
+local f = redis.call('HMGET', jk, 's', 'q', 'r', 'e', 'u', 't', 'k')
 local status, queue, hold = f[1], f[2], f[5]
 if status ~= 'failed' and status ~= 'cancelled' then return 0 end
 if hold then
@@ -25,5 +25,7 @@ redis.call('ZREM', KEYS[1], id)
 redis.call('HDEL', jk, 'a', 'n', 'f', 'o', 'z', 'b', 'w', 'l', 'y')
 redis.call('HSET', jk, 's', 'queued')
 redis.call('ZADD', ready_key(queue), fifo_score(f[3], f[4]), id)
+emit(id, 'queued', f[6], queue, f[7])
+trim_events()
 redis.call('PUBLISH', ARGV[3], queue)
 return 1
