@@ -13,7 +13,12 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-install: $(STAMP)
+## promtool checks the alert rules of docs/observability/ (their tests skip without it, or fail
+## under CI); fetched once, as a file in the venv.
+$(VENV)/bin/promtool: | $(STAMP)
+	bash tools/get-promtool.sh $(VENV)/bin || echo "promtool not installed: see tools/get-promtool.sh"
+
+install: $(STAMP) $(VENV)/bin/promtool
 
 ## Install, then run duly's main job end to end on the embedded SQLite default.
 demo: install

@@ -433,6 +433,12 @@ class App:
             )
         return self._template, connection
 
+    def _build(self, signatures: Sequence[Signature]) -> list[NewJob]:
+        built = build_all(signatures, self.clock.now())
+        if self.hooks.watching("enqueuing"):
+            self.hooks.call("enqueuing", built)  # in the caller's context (trace context)
+        return built
+
     def _jobs(self, built: list[NewJob], results: Sequence[Any]) -> list[Job]:
         return [Job(self, r.id, r.deduplicated) for r in results]
 
@@ -444,7 +450,7 @@ class App:
         sigs = self._check_signatures(signatures)
         if not sigs:
             return []
-        built = build_all(sigs, self.clock.now())
+        built = self._build(sigs)
         transactional = self._transactional(sigs)
         if transactional is not None:
             backend, connection = transactional
@@ -464,7 +470,7 @@ class App:
         sigs = self._check_signatures(signatures)
         if not sigs:
             return []
-        built = build_all(sigs, self.clock.now())
+        built = self._build(sigs)
         transactional = self._transactional(sigs)
         if transactional is not None:
             backend, connection = transactional

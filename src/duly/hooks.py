@@ -39,6 +39,11 @@ HookCallResult = Awaitable[None] | None
 class Hook:
     """Base class of hooks: every method is a no-op until overridden."""
 
+    def enqueuing(self, jobs: Sequence[NewJob]) -> None:
+        """Jobs are about to be stored: a hook may still change them (``OtelHook`` adds its
+        trace context to each payload). Called in the enqueuing call's own thread and context,
+        synchronously (what it returns is ignored), before the backend is asked."""
+
     def enqueued(self, jobs: Sequence[NewJob], results: Sequence[EnqueueResult]) -> HookCallResult:
         """Jobs were stored (``results[i].deduplicated``: ``jobs[i]`` found a holder instead)."""
 
@@ -73,6 +78,7 @@ class Hook:
 
 #: The events a hook may watch: the methods of ``Hook``.
 HOOK_EVENTS = (
+    "enqueuing",
     "enqueued",
     "started",
     "finished",
@@ -121,6 +127,13 @@ class Hooks:
             if inspect.isawaitable(returned):
                 pending.append(returned)
         return pending
+
+    def fire(self, event: str, *args: Any) -> Awaitable[None] | None:
+        """Call every hook watching ``event``; an awaitable settling what they returned, or
+        None if none returned one. Cheaper than ``emit`` on a hot path: no coroutine is made
+        when there is nothing to await."""
+        pending = self.call(event, *args)
+        return settle(event, pending) if pending else None
 
     async def emit(self, event: str, *args: Any) -> None:
         """Call every hook watching ``event`` and await what they returned; errors are logged."""

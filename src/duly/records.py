@@ -260,8 +260,8 @@ class GroupRecord:
 
 @dataclass(slots=True)
 class EventRecord:
-    """One job state change as the event stream stores it. ``id`` is opaque but increasing
-    (Redis stream id, SQL integer as text); ``at`` is the storage server's clock."""
+    """One job state change as the event stream stores it. ``id`` is an increasing integer as
+    text (per namespace); ``at`` is the storage server's clock."""
 
     id: str
     job_id: str

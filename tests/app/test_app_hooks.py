@@ -7,6 +7,7 @@ The App calls ``enqueued``; the worker calls ``started``, ``finished``, ``retrie
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from typing import Any
 
@@ -28,6 +29,10 @@ class Recorder(duly.Hook):
     def _add(self, *event: Any) -> None:
         with self.lock:
             self.events.append(event)
+
+    def enqueuing(self, jobs: Any) -> None:
+        for job in jobs:
+            self._add("enqueuing", job.id, job.task)
 
     def enqueued(self, jobs: Any, results: Any) -> None:
         for job, result in zip(jobs, results, strict=True):
@@ -68,11 +73,57 @@ def test_enqueue_hooks_see_every_stored_job_and_deduplication(app: duly.App) -> 
     again = sync.enqueue(1)
     [second] = asyncio.run(_enqueue_async(app, sync.s(2)))
     assert again.deduplicated and again.id == first.id
+    [(_, duplicate, _)] = recorder.events[2:3]  # the duplicate's own id, never stored
     assert recorder.events == [
+        ("enqueuing", first.id, "t.sync"),
         ("enqueued", first.id, ("t.sync", False)),
+        ("enqueuing", duplicate, "t.sync"),
         ("enqueued", first.id, ("t.sync", True)),
+        ("enqueuing", second.id, "t.sync"),
         ("enqueued", second.id, ("t.sync", False)),
     ]
+
+
+def test_an_enqueuing_hook_may_change_a_job_in_the_caller_s_context(app: duly.App) -> None:
+    """What ``OtelHook`` does: read the caller's context (a ContextVar) and write it into the
+    payload before the job is stored; the task still gets its arguments."""
+
+    class Stamp(duly.Hook):
+        def enqueuing(self, jobs: Any) -> None:
+            for job in jobs:
+                job.payload = job.payload[:-1] + b',"request":"%s"}' % REQUEST.get().encode()
+
+    app.add_hook(Stamp())
+
+    @app.task(name="t.add")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    REQUEST.set("sync-7")
+    job = add.enqueue(1, 2)
+    [async_job] = asyncio.run(_in_request("async-8", app, add.s(3, 4)))
+    run_jobs(app, [job, async_job])
+    for each, request, result in ((job, b"sync-7", 3), (async_job, b"async-8", 7)):
+        info = app.get_job(each.id)
+        assert info is not None and info.result == result
+        assert asyncio.run(_payload(app, each.id)).endswith(b',"request":"%s"}' % request)
+
+
+REQUEST: contextvars.ContextVar[str] = contextvars.ContextVar("request")
+
+
+async def _in_request(request: str, app: duly.App, *signatures: duly.Signature) -> list[duly.Job]:
+    REQUEST.set(request)  # in this asyncio.run's own copy of the context
+    return await _enqueue_async(app, *signatures)
+
+
+async def _payload(app: duly.App, job_id: str) -> bytes:
+    try:
+        record = await (await app.backend()).get_job(job_id)
+        assert record is not None
+        return record.payload
+    finally:
+        await app.aclose()
 
 
 async def _enqueue_async(app: duly.App, *signatures: duly.Signature) -> list[duly.Job]:
@@ -103,11 +154,13 @@ def test_worker_hooks_follow_each_run_after_it_is_stored(app: duly.App) -> None:
     run_jobs(app, jobs)
     ok, flaky_job, doomed_job = (j.id for j in jobs)
     assert recorder.of(ok) == [
+        ("enqueuing", "t.fine"),
         ("enqueued", ("t.fine", False)),
         ("started", 1),
         ("finished", ("succeeded", None)),
     ]
     assert recorder.of(flaky_job) == [
+        ("enqueuing", "t.flaky"),
         ("enqueued", ("t.flaky", False)),
         ("started", 1),
         ("finished", ("retry", "ConnectionError")),
@@ -116,6 +169,7 @@ def test_worker_hooks_follow_each_run_after_it_is_stored(app: duly.App) -> None:
         ("finished", ("succeeded", None)),
     ]
     assert recorder.of(doomed_job) == [
+        ("enqueuing", "t.doomed"),
         ("enqueued", ("t.doomed", False)),
         ("started", 1),
         ("finished", ("failed", "ValueError")),
@@ -129,6 +183,9 @@ def test_a_broken_hook_is_logged_and_harms_nothing(
     calls: list[str] = []
 
     class Broken(duly.Hook):
+        def enqueuing(self, jobs: Any) -> None:
+            raise RuntimeError("bug in a hook")
+
         def enqueued(self, jobs: Any, results: Any) -> None:
             raise RuntimeError("bug in a hook")
 
@@ -188,7 +245,7 @@ def test_a_run_whose_outcome_is_not_kept_is_abandoned(app: duly.App, worker_thre
         assert app.cancel(job.id)
         release.set()
         wait(lambda: any(e == "abandoned" for e, _ in recorder.of(job.id)))
-    assert [e for e in recorder.of(job.id) if e[0] != "enqueued"] == [
+    assert [e for e in recorder.of(job.id) if not e[0].startswith("enqueu")] == [
         ("started", 1),
         ("abandoned", "succeeded"),
     ]
@@ -214,7 +271,7 @@ def test_recovery_hooks(make_app, worker_thread, wait, max_lost: int) -> None:
         wait(lambda: any(e == "recovered" for e, _ in recorder.of(job.id)))
         if ends == "failed":
             wait(lambda: any(e == "failed" for e, _ in recorder.of(job.id)))
-    events = [e for e in recorder.of(job.id) if e[0] != "enqueued"]
+    events = [e for e in recorder.of(job.id) if not e[0].startswith("enqueu")]
     if max_lost > 1:
         assert events[0] == ("recovered", True)
         assert [e for e, _ in events[1:]] == ["started", "finished"]

@@ -7,6 +7,12 @@
   and score) for any prometheus_client registry; ``metrics_text(app)`` /
   ``await metrics_text_async(app)`` render them as a ``/metrics`` body.
 - ``JsonFormatter``: ``duly worker --log-format json``, one JSON object per line.
+- ``OtelHook``: OpenTelemetry spans, a consumer span per run linked to its enqueue's producer
+  span (``pip install 'duly[otel]'``).
+- ``SentryHook``: failed jobs reported to Sentry with their context, secret arguments redacted
+  (``pip install 'duly[sentry]'``).
+
+docs/observability.md has every metric, the Grafana dashboard and the alert rules.
 """
 
 from duly.observability.collector import (
@@ -18,7 +24,9 @@ from duly.observability.collector import (
     metrics_text_async,
 )
 from duly.observability.logs import JsonFormatter
+from duly.observability.otel import OtelHook
 from duly.observability.prometheus import PrometheusHook, require_prometheus, serve_metrics
+from duly.observability.sentry import SentryHook
 
 __all__ = [
     "BACKEND_METRICS",
@@ -26,7 +34,9 @@ __all__ = [
     "BackendCollector",
     "BackendSnapshot",
     "JsonFormatter",
+    "OtelHook",
     "PrometheusHook",
+    "SentryHook",
     "metrics_text",
     "metrics_text_async",
     "require_prometheus",

@@ -12,7 +12,7 @@ Under ``duly worker --processes P`` the children write prometheus_client's multi
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from duly.clock import Clock, SystemClock
@@ -129,6 +129,10 @@ class PrometheusHook(Hook):
         # The labelled children of each (task, queue): labels() takes a lock and builds a key
         # on every call, too dear twice per job on a worker's hot path.
         self._series: dict[tuple[str, str], _Series] = {}
+        # One process's values live in this process: the in-flight gauges read a plain count
+        # when scraped instead of taking a lock twice per job. Multiprocess values live in
+        # files the supervisor reads, so there each start and end writes its gauge.
+        self._counted_here = prometheus.values.ValueClass is prometheus.values.MutexValue
 
     def _of(self, task: str, queue: str) -> _Series:
         series = self._series.get((task, queue))
@@ -146,19 +150,25 @@ class PrometheusHook(Hook):
         """Observe the queue wait and count the run in flight."""
         start = record.started_at if record.started_at is not None else self.clock.now()
         ready = max(record.enqueued_at, record.scheduled_for or 0.0)
-        series = self._of(record.task, record.queue)
+        series = self._series.get((record.task, record.queue)) or self._of(
+            record.task, record.queue
+        )
         series.queue_wait.observe(max(start - ready, 0.0))
         if record.id not in self._running:
-            series.in_flight.inc()
-        self._running[record.id] = series
+            self._running[record.id] = series
+            series.began()
 
     def finished(self, record: JobRecord, outcome: Outcome, error: BaseException | None) -> None:
         """Count the outcome, observe the run's duration, end it in flight."""
-        series = self._of(record.task, record.queue)
-        series.outcome(outcome.kind).inc()
+        series = self._running.pop(record.id, None)
+        if series is None:  # its start was not seen here
+            series = self._of(record.task, record.queue)
+        else:
+            series.ended()
+        counter = series.outcomes.get(outcome.kind) or series.outcome(outcome.kind)
+        counter.inc()
         if record.started_at is not None:
             series.duration.observe(max(self.clock.now() - record.started_at, 0.0))
-        self._end(record.id)
 
     def abandoned(self, record: JobRecord, outcome: Outcome) -> None:
         self._end(record.id)  # the run ended here, whatever became of its outcome
@@ -175,27 +185,52 @@ class PrometheusHook(Hook):
     def _end(self, job_id: str) -> None:
         series = self._running.pop(job_id, None)
         if series is not None:
-            series.in_flight.dec()
+            series.ended()
 
 
 class _Series:
     """The metrics of one (task, queue), resolved once."""
 
-    __slots__ = ("_hook", "_outcomes", "duration", "in_flight", "queue", "queue_wait", "task")
+    __slots__ = (
+        "_hook",
+        "began",
+        "duration",
+        "ended",
+        "outcomes",
+        "queue",
+        "queue_wait",
+        "running",
+        "task",
+    )
 
     def __init__(self, hook: PrometheusHook, task: str, queue: str) -> None:
         self._hook, self.task, self.queue = hook, task, queue
         self.queue_wait = hook.queue_wait.labels(task, queue)
-        self.in_flight = hook.in_flight.labels(task, queue)
         self.duration = hook.duration.labels(task, queue)
-        self._outcomes: dict[str, Any] = {}
+        #: The counter of stored outcomes of each kind seen.
+        self.outcomes: dict[str, Any] = {}
+        in_flight = hook.in_flight.labels(task, queue)
+        self.running = 0
+        self.began: Callable[[], None]
+        self.ended: Callable[[], None]
+        if hook._counted_here:
+            in_flight.set_function(lambda: self.running)
+            self.began, self.ended = self._began, self._ended
+        else:
+            self.began, self.ended = in_flight.inc, in_flight.dec
+
+    def _began(self) -> None:
+        self.running += 1
+
+    def _ended(self) -> None:
+        self.running -= 1
 
     def outcome(self, kind: str) -> Any:
         """The counter of stored outcomes of this kind."""
-        counter = self._outcomes.get(kind)
+        counter = self.outcomes.get(kind)
         if counter is None:
             label = OUTCOME_LABELS.get(kind, kind)
-            counter = self._outcomes[kind] = self._hook.jobs_total.labels(
+            counter = self.outcomes[kind] = self._hook.jobs_total.labels(
                 self.task, self.queue, label
             )
         return counter

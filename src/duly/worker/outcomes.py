@@ -103,7 +103,8 @@ class Outcomes:
         self, record: JobRecord, outcome: Outcome, error: BaseException | None
     ) -> None:
         hooks = self.worker.app.hooks
-        await hooks.emit("finished", record, outcome, error)
+        if (waiting := hooks.fire("finished", record, outcome, error)) is not None:
+            await waiting
         if outcome.kind == "retry" and outcome.run_at is not None:
             await hooks.emit("retried", record, error, outcome.run_at)
 

@@ -365,8 +365,9 @@ class Worker:
         assert self._threads is not None
         job_id = execution.record.id
         try:
-            if self.app.hooks.watching("started"):
-                await self.app.hooks.emit("started", execution.record)
+            hooks = self.app.hooks
+            if hooks.watching("started") and (waiting := hooks.fire("started", execution.record)):
+                await waiting
             outcome, error = await execution.run(self.app, self._threads)
         except asyncio.CancelledError:
             if execution.handed_back:

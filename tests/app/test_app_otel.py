@@ -1,0 +1,136 @@
+"""``duly.observability.OtelHook`` on every backend: producer spans on enqueue, a consumer span
+per run LINKED to its producer, read from the OpenTelemetry SDK's in-memory exporter."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import NoOpTracerProvider, SpanKind, StatusCode
+
+import duly
+import duly.testing
+from duly.observability import OtelHook
+from duly.observability.otel import traceparent_of, with_traceparent
+
+SECRET = "s3cr3t-token-value"
+
+
+def tracing() -> tuple[TracerProvider, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter
+
+
+def recorded_text(span: ReadableSpan) -> str:
+    """Every attribute and event of ``span``, as text (to look for arguments)."""
+    parts: list[Any] = [span.name, dict(span.attributes or {})]
+    parts += [(event.name, dict(event.attributes or {})) for event in span.events]
+    return repr(parts)
+
+
+def test_runs_are_linked_to_the_enqueuing_span(app: duly.App) -> None:
+    provider, exporter = tracing()
+    app.add_hook(OtelHook(provider))
+    fast = duly.Backoff(base=0.01, cap=0.02)
+
+    @app.task(name="o.ok")
+    def ok(n: int, token: str) -> int:
+        with provider.get_tracer("task").start_as_current_span("inside the task"):
+            return n
+
+    @app.task(name="o.flaky", retries=2, backoff=fast)
+    def flaky() -> None:
+        if duly.current_job().attempt == 1:
+            raise RuntimeError("first attempt fails")
+
+    @app.task(name="o.boom", retries=0, queue="risky")
+    def boom() -> None:
+        raise ValueError("boom")
+
+    with provider.get_tracer("test").start_as_current_span("request") as request:
+        jobs = [ok.enqueue(1, token=SECRET), flaky.enqueue(), boom.enqueue()]
+    duly.testing.run_jobs(app, jobs, queues=["default", "risky"])
+
+    spans = exporter.get_finished_spans()
+    producers = {
+        s.attributes["messaging.message.id"]: s for s in spans if s.kind == SpanKind.PRODUCER
+    }
+    runs: dict[str, list[ReadableSpan]] = {}
+    for span in spans:
+        if span.kind == SpanKind.CONSUMER:
+            runs.setdefault(span.attributes["messaging.message.id"], []).append(span)
+    assert set(producers) == set(runs) == {job.id for job in jobs}
+    for job in jobs:
+        producer = producers[job.id]
+        assert producer.parent is not None
+        assert producer.parent.span_id == request.get_span_context().span_id
+        assert producer.attributes["messaging.system"] == "duly"
+        for run in runs[job.id]:
+            assert run.parent is None  # a trace of its own ...
+            (link,) = run.links  # ... linked to the enqueue
+            assert link.context.trace_id == producer.context.trace_id
+            assert link.context.span_id == producer.context.span_id
+            assert run.context.trace_id != producer.context.trace_id
+            assert run.attributes["messaging.destination.name"] == app.get_job(job.id).queue
+            assert run.attributes["messaging.operation.type"] == "process"
+
+    (ok_run,) = runs[jobs[0].id]
+    assert ok_run.attributes["duly.outcome"] == "succeeded"
+    (inside,) = [s for s in spans if s.name == "inside the task"]
+    assert inside.parent is not None and inside.parent.span_id == ok_run.context.span_id
+    assert ok_run.status.status_code != StatusCode.ERROR
+    first, second = sorted(runs[jobs[1].id], key=lambda s: s.attributes["duly.attempt"])
+    assert (first.attributes["duly.attempt"], second.attributes["duly.attempt"]) == (1, 2)
+    assert first.status.status_code == StatusCode.ERROR
+    assert [e.name for e in first.events] == ["retry", "exception"]
+    assert second.attributes["duly.outcome"] == "succeeded"
+    (boom_run,) = runs[jobs[2].id]
+    assert boom_run.status.status_code == StatusCode.ERROR
+    assert [e.name for e in boom_run.events] == ["failed", "exception"]
+    assert boom_run.attributes["duly.max_attempts"] == 1
+    # no argument ever reaches a span
+    assert not [s.name for s in spans if SECRET in recorded_text(s)]
+    # the trace context travels in the job; the arguments read back unchanged
+    assert app.get_job(jobs[0].id).kwargs == {"token": SECRET}
+
+
+def test_no_context_carried_without_a_recording_tracer(app: duly.App) -> None:
+    app.add_hook(OtelHook(NoOpTracerProvider()))
+
+    @app.task(name="o.plain")
+    def plain(n: int) -> None: ...
+
+    job = plain.enqueue(1)
+
+    async def payload() -> bytes:
+        try:
+            record = await (await app.backend()).get_job(job.id)
+            assert record is not None
+            return record.payload
+        finally:
+            await app.aclose()
+
+    assert asyncio.run(payload()) == b'{"args":[1],"kwargs":{}}'
+
+
+def test_traceparent_in_a_payload() -> None:
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    carried = with_traceparent(b'{"args":[1],"kwargs":{"a":"b"}}', traceparent)
+    assert carried == (
+        b'{"args":[1],"kwargs":{"a":"b"},"traceparent":"' + traceparent.encode() + b'"}'
+    )
+    assert traceparent_of(carried) == (
+        0x0AF7651916CD43DD8448EB211C80319C,
+        0xB7AD6B7169203331,
+        1,
+    )
+    # an argument that looks like one is never taken for it
+    nested = b'{"args":[],"kwargs":{"x":{"traceparent":"' + traceparent.encode() + b'"}}}'
+    assert traceparent_of(nested) is None
+    assert traceparent_of(b'{"args":[],"kwargs":{}}') is None
+    assert traceparent_of(b'{"args":[],"kwargs":{},"traceparent":"00-zz"}') is None
