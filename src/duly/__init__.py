@@ -36,6 +36,7 @@ from duly.errors import (
     Throttled,
 )
 from duly.events import Event
+from duly.freshness import Freshness, Mirror, fingerprint
 from duly.groups import Group, GroupInfo
 from duly.hooks import Hook
 from duly.job import Job, JobInfo
@@ -62,6 +63,7 @@ __all__ = [
     "Event",
     "EventsTrimmed",
     "FailureCallback",
+    "Freshness",
     "Group",
     "GroupInfo",
     "Hook",
@@ -73,6 +75,7 @@ __all__ = [
     "JobStatus",
     "JobTimeout",
     "ManualClock",
+    "Mirror",
     "PayloadError",
     "PayloadTooLarge",
     "QueueStats",
@@ -89,4 +92,5 @@ __all__ = [
     "WorkerRecord",
     "__version__",
     "current_job",
+    "fingerprint",
 ]

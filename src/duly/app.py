@@ -17,6 +17,7 @@ from duly.backends.base import TransactionalBackend
 from duly.clock import Clock, SystemClock
 from duly.errors import ConfigurationError
 from duly.events import Event, check_events_args, stream_events
+from duly.freshness import Mirror, Staleness
 from duly.groups import Group, GroupInfo, create_group, load_group
 from duly.hooks import Hook, Hooks, settle
 from duly.job import Job, JobInfo
@@ -52,6 +53,11 @@ FailureCallback = Callable[[JobInfo, BaseException], Awaitable[None] | None]
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 DEFAULT_RETENTION = timedelta(hours=24)
 DEFAULT_FAILED_RETENTION = timedelta(days=7)
+#: Task settings a freshness's sync does not take: the scope's state already makes its sync
+#: the only one (its job carries no unique key or gate).
+_ONE_PER_SCOPE = frozenset(
+    {"unique", "unique_until", "unique_ttl", "mutex", "concurrency", "concurrency_key"}
+)
 
 
 class _FailureCallback(Hook):
@@ -207,6 +213,8 @@ class App:
         self.tasks = self.registry.tasks
         #: Periodic schedules by task name (``@app.periodic``).
         self.schedules = self.registry.schedules
+        #: Freshness mirrors by name (``app.freshness``).
+        self.mirrors: dict[str, Mirror] = {}
         #: Hooks called on job events (``add_hook``); ``on_failure`` callbacks are hooks.
         self.hooks = Hooks()
         self._portal = Portal(at_exit=self.close)  # a script may forget close()
@@ -293,6 +301,47 @@ class App:
         # Every watch setting is a task setting; the guard's timeout is the task's timeout.
         settings = cast(TaskSettings, {**task_settings, "timeout": timeout})
         return _WatchDecorator(self, config, settings)
+
+    def freshness(
+        self,
+        name: str,
+        /,
+        *,
+        sync: Callable[..., Any],
+        max_staleness: Staleness,
+        full_every: float | timedelta = timedelta(hours=1),
+        max_backoff: float | timedelta = timedelta(minutes=5),
+        **task_settings: Unpack[TaskSettings],
+    ) -> Mirror:
+        """Keep a mirror fresh against a staleness SLA (PRODUCT §7); see ``duly.freshness``.
+
+        ``sync(scope, full)`` (``def`` or ``async def``) pulls one scope from the upstream; it
+        becomes the task ``freshness.<name>`` (task settings such as ``rate_limit``,
+        ``retries`` (default 0: failures back off per scope instead), ``timeout``, ``queue``
+        apply). ``max_staleness`` is a timedelta or a function ``scope -> timedelta``.
+        """
+        if not isinstance(name, str) or not name or "\x1f" in name:
+            raise ValueError(f"a freshness name is a non-empty str, got {name!r}")
+        if name in self.mirrors:
+            raise ConfigurationError(f"a freshness named {name!r} is already registered")
+        given = sorted(set(task_settings) & _ONE_PER_SCOPE)
+        if given:
+            raise ConfigurationError(
+                f"a freshness has one sync per scope already; drop {', '.join(given)}"
+            )
+        settings = cast(TaskSettings, {"retries": 0, "name": f"freshness.{name}", **task_settings})
+        task = self.registry.register(self, sync, settings)
+        mirror = Mirror(
+            self,
+            name,
+            sync,
+            max_staleness=max_staleness,
+            full_every=full_every,
+            max_backoff=max_backoff,
+            task=task,
+        )
+        self.mirrors[name] = mirror
+        return mirror
 
     def watch_history(
         self, watch: str | Watch[..., Any] | None = None, *, active: bool = False, limit: int = 50

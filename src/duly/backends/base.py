@@ -43,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from duly.freshness_state import FreshnessRequest, ScopeState
 from duly.records import (
     STATS_RETENTION,
     EnqueueResult,
@@ -274,6 +275,44 @@ class Backend(Protocol):
 
     async def stats(self, since: float) -> list[StatRow]:
         """Per-minute outcome counters for minutes starting at or after ``since``."""
+        ...
+
+    # -- freshness (PRODUCT §7; duly.freshness_state) ---------------------------------------
+    async def freshness_sync(
+        self, requests: Sequence[FreshnessRequest], now: float
+    ) -> list[ScopeState]:
+        """Apply each request to its scope's row in one atomic step per request, all in one
+        round trip: create the row if missing, store the request's policy, decide by
+        ``freshness_state.decide`` and, if a sync is due, store ``job`` (its payload the
+        ``delta_payload`` for a delta; its priority ``sync_priority``) as the scope's one active
+        sync. A baseline request whose ``next_due`` has come moves it to ``next_baseline(now)``.
+        Returns each scope's row afterwards, ``enqueued`` set when this call stored the job.
+
+        When a scope's sync job ends, the backend's finish / recover / cancel step updates the
+        row in the same step: succeeded -> last_success = the run's start, failures 0, error
+        cleared, next_due = next_baseline(now); a failed run (retry, failed, quarantined) ->
+        failures + 1, last_error = ``"<type>: <message>"``; failed for good -> next_due = now +
+        ``backoff(failures, max_backoff, jitter)``; cancelled -> last_error ``"cancelled"``.
+        Every outcome records last_attempt = the run's start; an ending one frees the scope
+        (job_id None).
+        """
+        ...
+
+    async def freshness_due(self, name: str, now: float, limit: int) -> list[str]:
+        """Up to ``limit`` scopes of freshness ``name`` whose ``next_due <= now``, earliest
+        first. Cost depends on the number due, never on the number of scopes."""
+        ...
+
+    async def freshness_scopes(
+        self, name: str, now: float, stale_only: bool, limit: int
+    ) -> list[ScopeState]:
+        """The scopes of freshness ``name``, those that became stale earliest first (never
+        synced first); with ``stale_only``, only those with score >= 1 at ``now``."""
+        ...
+
+    async def freshness_stale_count(self, name: str, now: float) -> int:
+        """How many scopes of ``name`` are stale at ``now`` (score >= 1, or never synced):
+        the SLA breaches a metrics scrape reports. Never reads the other scopes."""
         ...
 
     # -- groups and events -----------------------------------------------------------------

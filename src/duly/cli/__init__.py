@@ -5,6 +5,7 @@ from __future__ import annotations
 from duly.cli.bench import bench
 from duly.cli.common import cli
 from duly.cli.demo import demo
+from duly.cli.freshness import freshness, refresh
 from duly.cli.groups import groups
 from duly.cli.inspect import (
     cancel,
@@ -32,6 +33,8 @@ for command in (
     queues,
     workers,
     watches,
+    freshness,
+    refresh,
     groups,
     migrate,
     demo,

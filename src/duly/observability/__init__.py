@@ -3,7 +3,8 @@
 - ``PrometheusHook``: a ``duly.Hook`` counting jobs by task, queue and outcome
   (``pip install 'duly[metrics]'``); ``duly worker --metrics-port N`` serves it.
 - ``BackendCollector``: backend-wide gauges (queue depth, oldest wait, parked, scheduled,
-  running, workers alive) for any prometheus_client registry; ``metrics_text(app)`` /
+  running, workers alive; per ``app.freshness``: SLA breaches, the stalest scope's staleness
+  and score) for any prometheus_client registry; ``metrics_text(app)`` /
   ``await metrics_text_async(app)`` render them as a ``/metrics`` body.
 - ``JsonFormatter``: ``duly worker --log-format json``, one JSON object per line.
 - ``OtelHook``: OpenTelemetry spans, a consumer span per run linked to its enqueue's producer

@@ -11,8 +11,10 @@ any one process can serve them: ``app.asgi()``'s ``/metrics``, or your own regis
 
 Each scrape reads ``queue_stats`` and ``workers`` from the backend (two reads, whatever the
 number of jobs on Redis; one aggregate over the active jobs on SQL backends). Labels are
-``queue`` only, never ids or keys. A backend that does not answer gives ``duly_backend_up 0``
-and no other gauge, so a dashboard shows a gap rather than stale numbers.
+``queue`` (and ``freshness`` for the freshness gauges: one read of the stale scopes' count and
+one of the stalest scope per ``app.freshness``), never ids, keys or scopes. A backend that does
+not answer gives ``duly_backend_up 0`` and no other gauge, so a dashboard shows a gap rather
+than stale numbers.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from duly.errors import BackendUnavailable
+from duly.freshness import FreshnessGauges
 from duly.observability.prometheus import require_prometheus
 from duly.records import QueueStats, WorkerRecord
 
@@ -63,13 +66,19 @@ BACKEND_METRICS: dict[str, str] = {
     "duly_workers_registered": "Worker processes registered, alive or not yet purged.",
 }
 
-#: The freshness gauges (PRODUCT §7), labelled ``freshness`` (its name, never a scope): the
-#: names the dashboard and alert rules of docs/observability/ use, for the collector to export
-#: once ``app.freshness`` exists.
+#: The families of an App's freshness (``app.freshness``; labelled ``freshness``), exported
+#: when it has one: name -> help.
 FRESHNESS_METRICS: dict[str, str] = {
-    "duly_freshness_staleness_seconds": "Staleness of the stalest scope of each freshness.",
-    "duly_freshness_score": "Highest staleness / max_staleness among each freshness's scopes.",
-    "duly_freshness_sla_breaches": "Scopes of each freshness over their SLA (score >= 1).",
+    "duly_freshness_sla_breaches": (
+        "Scopes of a freshness whose score is >= 1: stale, or never synced (PRODUCT §7)."
+    ),
+    "duly_freshness_staleness_seconds": (
+        "Seconds since the last successful sync of the freshness's scope that became stale "
+        "earliest (+Inf if it never synced; 0 with no scope)."
+    ),
+    "duly_freshness_score": (
+        "Staleness / max_staleness of that scope (+Inf if it never synced; 0 with no scope)."
+    ),
 }
 
 
@@ -82,6 +91,8 @@ class BackendSnapshot:
     up: bool = True
     queues: Sequence[QueueStats] = field(default_factory=tuple)
     workers: Sequence[WorkerRecord] = field(default_factory=tuple)
+    #: One per ``app.freshness(...)`` of the App (duly.freshness).
+    freshness: Sequence[FreshnessGauges] = field(default_factory=tuple)
 
     def alive_workers(self) -> int:
         """Workers whose last heartbeat is within their lease (a dead one has missed three)."""
@@ -98,16 +109,18 @@ async def read_snapshot(app: App) -> BackendSnapshot:
     at = app.clock.now()
     try:
         queues, workers = await asyncio.gather(app.queues_async(), app.workers_async())
+        fresh = [await mirror.gauges_async() for mirror in app.mirrors.values()]
     except BackendUnavailable as exc:
         return _down(at, exc)
-    return BackendSnapshot(at, queues=queues, workers=workers)
+    return BackendSnapshot(at, queues=queues, workers=workers, freshness=fresh)
 
 
 def read_snapshot_blocking(app: App) -> BackendSnapshot:
     """Blocking twin of ``read_snapshot``, callable from any thread."""
     at = app.clock.now()
     try:
-        return BackendSnapshot(at, queues=app.queues(), workers=app.workers())
+        fresh = [mirror.gauges() for mirror in app.mirrors.values()]
+        return BackendSnapshot(at, queues=app.queues(), workers=app.workers(), freshness=fresh)
     except BackendUnavailable as exc:
         return _down(at, exc)
 
@@ -118,7 +131,8 @@ def _down(at: float, exc: BackendUnavailable) -> BackendSnapshot:
 
 
 def families(snapshot: BackendSnapshot) -> list[Any]:
-    """The Prometheus metric families of ``snapshot`` (``BACKEND_METRICS``, in that order)."""
+    """The Prometheus metric families of ``snapshot`` (``BACKEND_METRICS``, in that order,
+    then ``FRESHNESS_METRICS`` if the App has a freshness)."""
     made = {name: _empty(name, text) for name, text in BACKEND_METRICS.items()}
     made["duly_backend_up"].add_metric([], 1.0 if snapshot.up else 0.0)
     if not snapshot.up:
@@ -133,6 +147,13 @@ def families(snapshot: BackendSnapshot) -> list[Any]:
         made["duly_queue_oldest_age_seconds"].add_metric(label, max(waited, 0.0))
     made["duly_workers_alive"].add_metric([], snapshot.alive_workers())
     made["duly_workers_registered"].add_metric([], len(snapshot.workers))
+    if snapshot.freshness:
+        made.update((name, _empty(name, text)) for name, text in FRESHNESS_METRICS.items())
+    for gauges in snapshot.freshness:
+        label = [gauges.name]
+        made["duly_freshness_sla_breaches"].add_metric(label, gauges.breaches)
+        made["duly_freshness_staleness_seconds"].add_metric(label, gauges.staleness)
+        made["duly_freshness_score"].add_metric(label, gauges.score)
     return list(made.values())
 
 
@@ -171,6 +192,8 @@ class _Snapshotted:
 def _empty(name: str, text: str) -> Any:
     from prometheus_client.core import GaugeMetricFamily
 
+    if name.startswith("duly_freshness_"):
+        return GaugeMetricFamily(name, text, labels=["freshness"])
     return GaugeMetricFamily(name, text, labels=["queue"] if "_queue_" in name else None)
 
 

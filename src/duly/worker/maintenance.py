@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING
 
 from duly.errors import DulyError
+from duly.freshness import sweep
 from duly.hooks import settle
 from duly.job import JobInfo
 from duly.records import Outcome
@@ -68,6 +69,7 @@ class Maintenance:
         next_recover = 0.0
         next_purge = time.monotonic() + random.uniform(0, PURGE_INTERVAL)
         while not worker._closing:
+            await self.freshness()
             await self.promote()
             if time.monotonic() >= next_recover:
                 await self.recover()
@@ -86,6 +88,14 @@ class Maintenance:
         while not worker._closing:
             await worker._call(worker.scheduler.run_once(worker._backend), "scheduler")
             await asyncio.sleep(SCHEDULER_INTERVAL)
+
+    async def freshness(self) -> None:
+        """Enqueue the baseline syncs of due freshness scopes (PRODUCT §7; cost: the due)."""
+        worker = self.worker
+        if not worker.app.mirrors:
+            return
+        assert worker._backend is not None
+        await worker._call(sweep(worker.app, worker._backend, worker.app.clock.now()), "freshness")
 
     async def promote(self) -> None:
         """Move every due scheduled/retrying job to its queue (in batches)."""

@@ -41,9 +41,10 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from duly.backends.base import TransactionalBackend
-from duly.backends.postgres import _rows
+from duly.backends.postgres import _freshness, _rows
 from duly.backends.postgres._groups import Grouping
 from duly.errors import BackendUnavailable
+from duly.freshness_state import FreshnessRequest, ScopeState
 from duly.limits import gcra_slots
 from duly.records import (
     STATS_RETENTION,
@@ -275,6 +276,7 @@ class PostgresBackend(Grouping):
             gate, _was_running, was_waiting = row  # a running job keeps its slot for now
             if gate is not None and was_waiting:
                 await self._free_gates(conn, [], [gate])
+            await conn.execute(self._q["fresh_cancelled"], params)  # its scope, if a sync
             return True
 
         return await self._transaction(run)
@@ -345,6 +347,44 @@ class PostgresBackend(Grouping):
 
     async def queue_stats(self) -> list[QueueStats]:
         return await self._all("queue_stats", rows=_rows.QUEUE_STATS)
+
+    # -- freshness (freshness.sql, migrations/0004_freshness.sql) ----------------------------
+    async def freshness_sync(
+        self, requests: Sequence[FreshnessRequest], now: float
+    ) -> list[ScopeState]:
+        if not requests:
+            return []
+        row = await self._rows("fresh_sync", _freshness.sync_params(requests, now, self.channel))
+        return _freshness.sync_states(requests, row)
+
+    async def freshness_due(self, name: str, now: float, limit: int) -> list[str]:
+        params: dict[str, object] = {"name": name, "now": float(now), "limit": max(int(limit), 0)}
+        rows = await self._rows("fresh_due", params)
+        return [scope for (scope,) in rows]
+
+    async def freshness_stale_count(self, name: str, now: float) -> int:
+        [(count,)] = await self._rows("fresh_stale_count", {"name": name, "now": float(now)})
+        return int(count)
+
+    async def freshness_scopes(
+        self, name: str, now: float, stale_only: bool, limit: int
+    ) -> list[ScopeState]:
+        params: dict[str, object] = {
+            "name": name,
+            "top": float(now) if stale_only else 1e300,
+            "limit": max(int(limit), 0),
+        }
+        rows = await self._rows("fresh_scopes", params)
+        return [_freshness.scope_state(row) for row in rows]
+
+    async def _rows(self, name: str, params: dict[str, object]) -> list[Any]:
+        """Every row of one statement, as tuples (autocommit; run again after a deadlock)."""
+
+        async def run(conn: psycopg.AsyncConnection[Any]) -> list[Any]:
+            cur = await conn.execute(self._q[name], params)
+            return await cur.fetchall()
+
+        return await self._transaction(run, atomic=False)
 
     async def stats(self, since: float) -> list[StatRow]:
         first_minute = math.ceil(since / 60)

@@ -26,7 +26,10 @@ def _raw_queries() -> dict[str, str]:
         name: "\n".join(
             line for line in body.splitlines() if not line.lstrip().startswith("--")
         ).strip()
-        for name, body in load_queries(PACKAGE).items()
+        for name, body in {
+            **load_queries(PACKAGE),
+            **load_queries(PACKAGE, "freshness.sql"),  # PRODUCT §7
+        }.items()
     }
 
 

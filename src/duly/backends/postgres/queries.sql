@@ -400,6 +400,15 @@ counted AS (
     SET succeeded = s.succeeded + excluded.succeeded,
         failed = s.failed + excluded.failed,
         retried = s.retried + excluded.retried
+),
+fresh AS (
+    -- A freshness scope's sync: its scope changes with it (migrations/0004_freshness.sql).
+    UPDATE {schema}.freshness f
+    SET (last_attempt, last_success, stale_at, failures, last_error, next_due, job_id) = (
+        SELECT x.last_attempt, x.last_success, x.stale_at, x.failures, x.last_error, x.next_due, x.job_id
+        FROM {schema}.fresh_after(f, d.status, j.started_at, o.errors, %(now)s) x)
+    FROM done d JOIN o ON o.id = d.id JOIN {schema}.jobs j ON j.id = d.id
+    WHERE f.job_id = d.id AND d.status IN ('succeeded', 'failed', 'retrying', 'cancelled')
 )
 SELECT ARRAY(SELECT id FROM done WHERE status <> 'cancelled') AS applied,
        ARRAY(SELECT gate FROM done WHERE gate IS NOT NULL) AS freed,
@@ -552,6 +561,21 @@ counted AS (
     GROUP BY r.task, r.queue
     ORDER BY r.task, r.queue
     ON CONFLICT (minute, task, queue) DO UPDATE SET failed = s.failed + excluded.failed
+),
+fresh AS (
+    -- A freshness scope's sync: its scope changes with it (migrations/0004_freshness.sql).
+    UPDATE {schema}.freshness f
+    SET (last_attempt, last_success, stale_at, failures, last_error, next_due, job_id) = (
+        SELECT x.last_attempt, x.last_success, x.stale_at, x.failures, x.last_error, x.next_due, x.job_id
+        FROM {schema}.fresh_after(f, e.status, j.started_at, e.errors, %(now)s) x)
+    FROM (SELECT r.id, r.status, convert_to(jsonb_build_array(jsonb_build_object(
+                 'type', 'LostWorker', 'message', 'lost its worker ' || %(max_lost)s || ' times'
+             ))::text, 'UTF8') AS errors
+          FROM recovered r WHERE r.status = 'failed'
+          UNION ALL
+          SELECT s.id, 'cancelled', NULL::bytea FROM stopped s) AS e
+    JOIN {schema}.jobs j ON j.id = e.id
+    WHERE f.job_id = e.id
 )
 SELECT ARRAY(SELECT id FROM recovered WHERE status = 'queued') AS requeued,
        ARRAY(SELECT id FROM recovered WHERE status = 'failed') AS quarantined,

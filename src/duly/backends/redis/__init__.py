@@ -23,7 +23,7 @@ from contextlib import suppress
 from typing import Final, cast
 
 from duly.backends._urls import redact_url
-from duly.backends.redis import codec, streams
+from duly.backends.redis import _freshness, codec, streams
 from duly.backends.redis.connection import (
     UNAVAILABLE,
     BlockingConnections,
@@ -35,6 +35,7 @@ from duly.backends.redis.keys import Keyspace
 from duly.backends.redis.scripts import Scripts
 from duly.backends.redis.topology import Topology
 from duly.backends.redis.wake import Wake
+from duly.freshness_state import FreshnessRequest, ScopeState
 from duly.records import (
     FINISHED_STATUSES,
     STATS_RETENTION,
@@ -324,6 +325,37 @@ class RedisBackend:
                 *ready, counts = await pipe.execute()
             ages = await self._scripts.queue_ages(client, names)
         return codec.queue_stats(names, ready, counts, ages)
+
+    # -- freshness (freshness.lua, freshness_scopes.lua; parsed by _freshness.py) --------------
+    async def freshness_sync(
+        self, requests: Sequence[FreshnessRequest], now: float
+    ) -> list[ScopeState]:
+        if not requests:
+            return []
+        with guard(self._safe_url, "freshness"):
+            reply = await self._scripts.freshness(self._redis, requests, now)
+        return _freshness.sync_states(requests, reply)
+
+    async def freshness_due(self, name: str, now: float, limit: int) -> list[str]:
+        with guard(self._safe_url, "freshness"):
+            reply = await self._scripts.freshness_scopes(
+                self._redis, "due", name, now, False, max(int(limit), 0)
+            )
+        return _freshness.due_scopes(reply)
+
+    async def freshness_stale_count(self, name: str, now: float) -> int:
+        with guard(self._safe_url, "freshness"):
+            reply = await self._scripts.freshness_scopes(self._redis, "count", name, now, True, 0)
+        return int(cast(int, reply))
+
+    async def freshness_scopes(
+        self, name: str, now: float, stale_only: bool, limit: int
+    ) -> list[ScopeState]:
+        with guard(self._safe_url, "freshness"):
+            reply = await self._scripts.freshness_scopes(
+                self._redis, "scopes", name, now, stale_only, max(int(limit), 0)
+            )
+        return _freshness.scope_rows(name, reply)
 
     async def stats(self, since: float) -> list[StatRow]:
         k = self.keys

@@ -40,6 +40,11 @@ key                     type    content
                                 completed_at; EXPIRE ``ret`` once complete
 ``gs:<id>``             set     member ids whose outcome the group counted (once each)
 ``wake`` (channel)      pubsub  a queue name is published when a job may be claimable in it
+``f:<member>``          hash    one freshness scope (PRODUCT §7), member = ``<name>\\x1f<scope>``;
+                                fields in lua/_freshness.lua
+``fd:<name>``           zset    the scopes of one freshness by next_due (baseline/backoff due)
+``fs:<name>``           zset    the scopes of one freshness; score = stale_at (last success +
+                                max_staleness, -1e18 when never synced)
 ======================  ======  ================================================================
 
 Job hash fields (one letter each, to keep a queued job small): ``t`` task, ``q`` queue, ``p``
@@ -170,6 +175,12 @@ class Keyspace:
 
     def gate_parked(self, gate: str) -> str:
         return f"{self.prefix}gw:{gate}"
+
+    def fresh(self, name: str, scope: str) -> str:
+        return f"{self.prefix}f:{name}\x1f{scope}"
+
+    def fresh_index(self, name: str) -> str:
+        return f"{self.prefix}fs:{name}"
 
     def rate(self, key: str) -> str:
         return f"{self.prefix}rl:{key}"

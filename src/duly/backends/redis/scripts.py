@@ -26,6 +26,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from duly.backends.redis.connection import AutoPipeline, Client
 from duly.backends.redis.keys import Keyspace
+from duly.freshness_state import FreshnessRequest
 from duly.records import NewGroup, NewJob, Outcome, RateRequest
 
 __all__ = ["ENQUEUE_CHUNK", "Script", "Scripts"]
@@ -77,7 +78,8 @@ def _compiled(name: str) -> tuple[str, str]:
     """Script ``name``'s source (its helpers, then its body) and SHA1: read once per process,
     not once per backend."""
     body = _read(f"{name}.lua")
-    source = _helpers_for(body, _read("_common.lua")) + "\n" + body
+    common = _read("_common.lua") + "\n" + _read("_freshness.lua")
+    source = _helpers_for(body, common) + "\n" + body
     return source, hashlib.sha1(source.encode()).hexdigest()
 
 
@@ -125,6 +127,8 @@ class Scripts:
         self.purge_script = Script("purge")
         self.list_script = Script("list_jobs")
         self.rate_script = Script("reserve_rate")
+        self.freshness_script = Script("freshness")
+        self.freshness_scopes_script = Script("freshness_scopes")
         self.ages_script = Script("queue_ages")
         self.all = (
             self.enqueue_script,
@@ -138,6 +142,8 @@ class Scripts:
             self.purge_script,
             self.list_script,
             self.rate_script,
+            self.freshness_script,
+            self.freshness_scopes_script,
             self.ages_script,
         )
 
@@ -488,6 +494,49 @@ class Scripts:
             ],
         )
         return list(zip(reply[::2], reply[1::2], strict=True))
+
+    async def freshness(
+        self, client: Client, requests: Sequence[FreshnessRequest], now: float
+    ) -> list[list[Any]]:
+        """Per request, the scope's row as freshness.lua returns it."""
+        k = self.keys
+        args: list[Value] = [k.prefix, k.wake, float(now)]
+        for r in requests:
+            job = r.job
+            args += (
+                r.name,
+                r.scope,
+                r.reason,
+                "1" if r.active else "0",
+                float(r.max_staleness),
+                float(r.full_every),
+                float(r.max_backoff),
+                float(r.offset),
+                float(r.jitter),
+                job.id,
+                job.task,
+                job.queue,
+                job.max_attempts,
+                job.key or "",
+                job.priority,
+                job.payload,
+                r.delta_payload,
+            )
+        reply: list[list[Any]] = await self._call(
+            self.freshness_script, client, (k.all, k.queues), args
+        )
+        return reply
+
+    async def freshness_scopes(
+        self, client: Client, mode: str, name: str, now: float, stale_only: bool, limit: int
+    ) -> list[Any]:
+        """freshness_scopes.lua's reply: scope rows (mode ``scopes``) or due scopes (``due``)."""
+        k = self.keys
+        args: list[Value] = [k.prefix, mode, name, float(now), "1" if stale_only else "0", limit]
+        # KEYS[1] only routes the call to the namespace's slot (on a cluster).
+        route = (k.fresh_index(name),)
+        reply: list[Any] = await self._call(self.freshness_scopes_script, client, route, args)
+        return reply
 
     async def queue_ages(self, client: Client, queues: Sequence[str]) -> list[bytes | None]:
         """Per queue: the ready time of its longest-waiting claimable job, or None."""

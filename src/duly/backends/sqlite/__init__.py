@@ -37,6 +37,7 @@ from duly.backends.sqlite import (
     _concurrency,
     _connection,
     _enqueue,
+    _freshness,
     _groups,
     _introspection,
     _maintenance,
@@ -55,6 +56,7 @@ from duly.backends.sqlite._tx import migrate as _migrate
 from duly.backends.sqlite._tx import write as _write
 from duly.backends.sqlite._wakeup import WorkSignal
 from duly.errors import BackendUnavailable, ConfigurationError
+from duly.freshness_state import FreshnessRequest, ScopeState
 from duly.records import (
     STATS_RETENTION,
     EnqueueResult,
@@ -428,6 +430,33 @@ class SqliteBackend:
     async def queue_stats(self) -> list[QueueStats]:
         """Every queue ever enqueued to, with its active counts, by name."""
         return await self._run(_introspection.queue_stats, "queue_stats")
+
+    # -- freshness (_freshness.py) ---------------------------------------------------------
+    async def freshness_sync(
+        self, requests: Sequence[FreshnessRequest], now: float
+    ) -> list[ScopeState]:
+        """Apply freshness requests to their scopes in one transaction (see the protocol)."""
+        if not requests:
+            return []
+        states = await self._transaction(_freshness.sync_tx(requests, now), "freshness")
+        if any(state.enqueued for state in states):
+            self._signal.note_local_change()
+        return states
+
+    async def freshness_due(self, name: str, now: float, limit: int) -> list[str]:
+        """Up to ``limit`` scopes of ``name`` due at ``now``, earliest first."""
+        return await self._run(_freshness.due(name, now, max(int(limit), 0)), "freshness")
+
+    async def freshness_stale_count(self, name: str, now: float) -> int:
+        """How many scopes of ``name`` are stale at ``now``."""
+        return await self._run(_freshness.stale_count(name, now), "freshness")
+
+    async def freshness_scopes(
+        self, name: str, now: float, stale_only: bool, limit: int
+    ) -> list[ScopeState]:
+        """The scopes of ``name``, earliest stale first."""
+        read = _freshness.scopes(name, now, stale_only, max(int(limit), 0))
+        return await self._run(read, "freshness")
 
     async def stats(self, since: float) -> list[StatRow]:
         """Per-minute counters of minutes starting at or after ``since``."""

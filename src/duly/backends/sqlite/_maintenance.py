@@ -6,7 +6,7 @@ import math
 import sqlite3
 from collections.abc import Callable
 
-from duly.backends.sqlite import _concurrency, _groups
+from duly.backends.sqlite import _concurrency, _freshness, _groups
 from duly.backends.sqlite._connection import statements
 from duly.backends.sqlite._outcomes import bump_stats
 from duly.backends.sqlite._tx import QUERIES
@@ -67,6 +67,7 @@ def recover_tx(
         conn.executemany(QUERIES["cancel_lost"], cancel)
         bump_stats(conn, minute, counters)
         unparked = _concurrency.free_gate_slots(conn, gates)
+        _freshness.ended(conn, [r.id for r in recovered], now)  # their scopes, if syncs
         return recovered, bool(unparked)
 
     return recover
@@ -96,3 +97,4 @@ def drop(conn: sqlite3.Connection) -> None:
     rate-limit state (the schema stays)."""
     for statement in statements(QUERIES["drop"]):
         conn.execute(statement)
+    _freshness.drop(conn)

@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from duly.backends.sqlite import _concurrency
+from duly.backends.sqlite import _concurrency, _freshness
 from duly.backends.sqlite._tx import QUERIES
 from duly.records import Outcome
 
@@ -61,6 +61,7 @@ def finish_tx(
             _apply(conn, name, rows)
         bump_stats(conn, minute, counters)
         unparked = _concurrency.free_gate_slots(conn, gates)
+        _freshness.ended(conn, [o.job_id for o in outcomes], now)  # their scopes, if syncs
         return flags, bool(unparked)
 
     return finish
@@ -137,6 +138,7 @@ def cancel_tx(
         rows = conn.execute(QUERIES["cancel"], params).fetchall()
         if not rows:
             return False, False
+        _freshness.ended(conn, [job_id], now)  # its scope, if a sync
         [(gate, gate_limit, running)] = rows
         if gate is None or running:  # a running job keeps its slot until its run ends
             return True, False

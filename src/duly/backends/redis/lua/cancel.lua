@@ -49,6 +49,7 @@ if f[4] then end_hold(KEYS[5], id, f[4], not hold_expired(f[5], ARGV[3])) end
 emit(id, 'cancelled', f[6], queue, f[7])
 if f[8] then settle_member(f[8], id, 'cancelled', ARGV[3], woken) end
 trim_events()
+fresh_ended(id, 'cancelled', ARGV[3], '') -- a freshness scope's sync (_freshness.lua)
 flush_counts(KEYS[4], counts)
 publish_all(ARGV[5], woken)
 return 1

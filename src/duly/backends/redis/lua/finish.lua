@@ -52,6 +52,7 @@ for i = 7, #ARGV, 7 do
     out[n] = 0
   elseif f[8] then
     end_cancelled(KEYS[1], KEYS[3], KEYS[7], id, f[4], f[6], f[7], f[8], now, counts, woken)
+    fresh_ended(id, 'cancelled', now, '') -- a freshness scope's sync (_freshness.lua)
     out[n] = 0
   else
     local task, queue = f[3], f[4]
@@ -135,6 +136,8 @@ for i = 7, #ARGV, 7 do
       return redis.error_reply('finish: unknown outcome kind ' .. kind)
     end
     if f[6] then free_gate(f[6], id, counts, woken) end
+    -- a freshness scope's sync updates its scope (_freshness.lua)
+    fresh_ended(id, kind == 'retry' and 'retrying' or kind, now, errors)
     out[n] = 1
   end
 end

@@ -39,6 +39,7 @@ for _, id in ipairs(ids) do
   local f = redis.call('HMGET', jk, 's', 'q', 'r', 't', 'a', 'x', 'g', 'u', 'ux', 'c', 'k', 'gp')
   if f[1] == 'running' and f[10] then
     end_cancelled(KEYS[1], KEYS[2], KEYS[6], id, f[2], f[7], f[8], f[10], now, counts, woken)
+    fresh_ended(id, 'cancelled', now, '') -- a freshness scope's sync (_freshness.lua)
     out[#out + 1] = id
     out[#out + 1] = 2
   elseif f[1] == 'running' then
@@ -66,6 +67,7 @@ for _, id in ipairs(ids) do
       if f[8] then end_hold(KEYS[6], id, f[8], not hold_expired(f[9], now)) end
       emit(id, 'failed', f[4], queue, f[11])
       if f[12] then settle_member(f[12], id, 'failed', now, woken) end
+      fresh_ended(id, 'failed', now, '[' .. entry .. ']') -- a freshness scope's sync
       out[#out + 1] = id
       out[#out + 1] = 0
     end

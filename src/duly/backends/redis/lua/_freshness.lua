@@ -1,0 +1,72 @@
+-- _freshness.lua: freshness helpers (PRODUCT §7), appended to _common.lua by scripts.py (a
+-- script carries only the helpers it uses). Keys (keys.py, "Freshness"): f:<member> hash per
+-- scope, member = name SEP scope; fd:<name> zset of a freshness's scopes by next_due (the
+-- baseline/backoff due index); fs:<name> zset of a freshness's scopes by stale_at (last_success +
+-- max_staleness; NEVER for a scope never synced). A sync job carries its scope's member in
+-- its field `fs`. The rules mirror duly/freshness_state.py.
+local FRESH_NEVER = -1e18
+local FRESH_BACKOFF_BASE = 1.0
+
+local function fresh_key(member) return PREFIX .. 'f:' .. member end
+local function fresh_index(name) return PREFIX .. 'fs:' .. name end
+local function fresh_due_key(name) return PREFIX .. 'fd:' .. name end
+
+-- The first baseline time after `now`: offset plus a multiple of full_every.
+local function fresh_next_baseline(now, offset, full_every)
+  return offset + (math.floor((now - offset) / full_every) + 1) * full_every
+end
+
+-- Seconds to wait after `failures` consecutive failures (freshness_state.backoff).
+local function fresh_backoff(failures, max_backoff, jitter)
+  local raw = math.min(max_backoff, FRESH_BACKOFF_BASE * 2 ^ math.min(failures - 1, 60))
+  return raw * (0.5 + 0.5 * jitter)
+end
+
+-- "<type>: <message>" of the last entry of an errors JSON list ('' when none or unreadable).
+local function fresh_error(errors)
+  if not errors or errors == '' then return '' end
+  local ok, list = pcall(cjson.decode, errors)
+  if not ok or type(list) ~= 'table' or #list == 0 or type(list[#list]) ~= 'table' then
+    return ''
+  end
+  local last = list[#list]
+  return tostring(last.type or 'Error') .. ': ' .. tostring(last.message or '')
+end
+
+-- Job `id` (a scope's sync, if it has an `fs` field) reached `status` (succeeded | failed |
+-- retrying | cancelled; anything else changes nothing) at `now`; `errors` its errors JSON
+-- ('' = none). Only the scope's current sync (its `j`) updates it.
+local function fresh_ended(id, status, now, errors)
+  local jk = job_key(id)
+  local member = redis.call('HGET', jk, 'fs')
+  if not member then return end
+  local fk = fresh_key(member)
+  local f = redis.call('HMGET', fk, 'j', 'mb', 'jt', 'of', 'fe', 'ms')
+  if f[1] ~= id then return end
+  local now_n = tonumber(now)
+  local started = redis.call('HGET', jk, 'b')
+  if started then redis.call('HSET', fk, 'la', started) end
+  local sep = string.find(member, SEP, 1, true)
+  local name, scope = string.sub(member, 1, sep - 1), string.sub(member, sep + 1)
+  if status == 'succeeded' then
+    local ls = started or now
+    local nd = fresh_next_baseline(now_n, tonumber(f[4]), tonumber(f[5]))
+    redis.call('HSET', fk, 'ls', ls, 'nf', 0, 'nd', nd)
+    redis.call('HDEL', fk, 'le', 'j')
+    redis.call('ZADD', fresh_due_key(name), nd, scope)
+    redis.call('ZADD', fresh_index(name), tonumber(ls) + tonumber(f[6]), scope)
+  elseif status == 'failed' or status == 'retrying' then
+    local failures = redis.call('HINCRBY', fk, 'nf', 1)
+    local text = fresh_error(errors)
+    if text ~= '' then redis.call('HSET', fk, 'le', text) end
+    if status == 'failed' then
+      local nd = now_n + fresh_backoff(failures, tonumber(f[2]), tonumber(f[3]))
+      redis.call('HSET', fk, 'nd', nd)
+      redis.call('HDEL', fk, 'j')
+      redis.call('ZADD', fresh_due_key(name), nd, scope)
+    end
+  elseif status == 'cancelled' then
+    redis.call('HSET', fk, 'le', 'cancelled')
+    redis.call('HDEL', fk, 'j')
+  end
+end

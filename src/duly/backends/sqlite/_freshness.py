@@ -1,0 +1,168 @@
+"""Freshness (PRODUCT §7) in SQLite: the request transaction, and the update of a scope when
+its sync job ends, run inside the finish / recover / cancel transactions (``ended``)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from typing import Any, Final
+
+from duly.backends._sql import load_queries
+from duly.backends.sqlite._enqueue import enqueue_tx
+from duly.freshness_state import (
+    NEVER,
+    FreshnessRequest,
+    ScopeState,
+    backoff,
+    decide,
+    next_baseline,
+    sync_priority,
+)
+
+__all__ = ["due", "ended", "scopes", "stale_count", "sync_tx"]
+
+QUERIES: Final = load_queries("duly.backends.sqlite", "freshness.sql")
+_ENDED: Final = frozenset({"succeeded", "failed", "retrying", "cancelled"})
+
+
+def sync_tx(
+    requests: Sequence[FreshnessRequest], now: float
+) -> Callable[[sqlite3.Connection], list[ScopeState]]:
+    """The transaction's body: apply each request to its scope (``Backend.freshness_sync``)."""
+
+    def sync(conn: sqlite3.Connection) -> list[ScopeState]:
+        return [_apply(conn, request, now) for request in requests]
+
+    return sync
+
+
+def _apply(conn: sqlite3.Connection, r: FreshnessRequest, now: float) -> ScopeState:
+    key = {"name": r.name, "scope": r.scope}
+    row = conn.execute(QUERIES["fresh_read"], key).fetchone()
+    ls, la, nf, le, nd, rb, job_id, jitter = row if row is not None else (None,) * 8
+    nf = nf or 0
+    if nd is None:
+        nd = next_baseline(now, r.offset, r.full_every)
+    want = decide(r.reason, r.active, now, ls, r.max_staleness, nf, nd, job_id is not None)
+    if r.reason == "baseline" and nd <= now:
+        nd = next_baseline(now, r.offset, r.full_every)
+    enqueued = False
+    if want:
+        job = replace(
+            r.job,
+            priority=sync_priority(r.job.priority, r.reason, now, ls, r.max_staleness),
+            payload=r.job.payload if want == "full" else r.delta_payload,
+        )
+        enqueue_tx([job])(conn)
+        job_id, rb, jitter, enqueued = job.id, r.reason, r.jitter, True
+    params: dict[str, Any] = {
+        **key,
+        "max_staleness": r.max_staleness,
+        "full_every": r.full_every,
+        "max_backoff": r.max_backoff,
+        "offset": r.offset,
+        "jitter": r.jitter if jitter is None else jitter,
+        "next_due": nd,
+        "requested_by": rb,
+        "job_id": job_id,
+        "stale_at": NEVER if ls is None else ls + r.max_staleness,
+    }
+    conn.execute(QUERIES["fresh_write"], params)
+    return ScopeState(
+        name=r.name,
+        scope=r.scope,
+        max_staleness=r.max_staleness,
+        last_success=ls,
+        last_attempt=la,
+        failures=nf,
+        last_error=le,
+        next_due=nd,
+        requested_by=rb,
+        job_id=job_id,
+        enqueued=enqueued,
+    )
+
+
+def _last_error(errors: str | None) -> str | None:
+    try:
+        history = json.loads(errors or "[]")
+        last = history[-1]
+        return f"{last.get('type', 'Error')}: {last.get('message', '')}"
+    except (ValueError, LookupError, TypeError, AttributeError):
+        return None
+
+
+def ended(conn: sqlite3.Connection, job_ids: Iterable[str], now: float) -> None:
+    """In the caller's transaction, after jobs changed state: each scope whose sync is among
+    ``job_ids`` and reached an outcome (succeeded, failed, retrying, cancelled) is updated."""
+    ids = json.dumps(list(job_ids))
+    rows = conn.execute(QUERIES["fresh_policy"], {"ids": ids}).fetchall()
+    for job_id, failures, max_backoff, jitter, offset, full_every, started, status, errors in rows:
+        if status not in _ENDED:
+            continue
+        conn.execute(
+            QUERIES["fresh_ended"],
+            {
+                "id": job_id,
+                "status": status,
+                "now": now,
+                "started": started,
+                "error": _last_error(errors),
+                "next_baseline": next_baseline(now, offset, full_every),
+                "backoff": backoff(failures + 1, max_backoff, jitter),
+            },
+        )
+
+
+def due(name: str, now: float, limit: int) -> Callable[[sqlite3.Connection], list[str]]:
+    """Read: up to ``limit`` scopes of freshness ``name`` due at ``now``."""
+    params = {"name": name, "now": now, "limit": limit}
+
+    def read(conn: sqlite3.Connection) -> list[str]:
+        return [scope for (scope,) in conn.execute(QUERIES["fresh_due"], params)]
+
+    return read
+
+
+def scopes(
+    name: str, now: float, stale_only: bool, limit: int
+) -> Callable[[sqlite3.Connection], list[ScopeState]]:
+    """Read: the scopes of ``name``, earliest stale first (only stale ones with stale_only)."""
+    top = now if stale_only else 1e300
+    params = {"name": name, "top": top, "limit": limit}
+
+    def read(conn: sqlite3.Connection) -> list[ScopeState]:
+        return [
+            ScopeState(
+                name=row[0],
+                scope=row[1],
+                max_staleness=row[2],
+                last_success=row[3],
+                last_attempt=row[4],
+                failures=row[5],
+                last_error=row[6],
+                next_due=row[7],
+                requested_by=row[8],
+                job_id=row[9],
+            )
+            for row in conn.execute(QUERIES["fresh_scopes"], params)
+        ]
+
+    return read
+
+
+def stale_count(name: str, now: float) -> Callable[[sqlite3.Connection], int]:
+    """Read: how many scopes of ``name`` are stale at ``now``."""
+    params = {"name": name, "now": now}
+
+    def read(conn: sqlite3.Connection) -> int:
+        return int(conn.execute(QUERIES["fresh_stale_count"], params).fetchone()[0])
+
+    return read
+
+
+def drop(conn: sqlite3.Connection) -> None:
+    """Delete every scope (with the backend's drop)."""
+    conn.execute(QUERIES["fresh_drop"])
