@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import ADMIN, AS_ADMIN, AS_READ, READ, Hub, build_app
+from http_harness import ADMIN, AS_ADMIN, AS_READ, READ, Hub, build_app
 from starlette.testclient import TestClient
 
 from duly.http.auth import Auth, csrf_value

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import AS_ADMIN, AS_READ, Hub
+from http_harness import AS_ADMIN, AS_READ, Hub
 
 from duly.http import endpoints
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import AS_ADMIN, Hub
+from http_harness import AS_ADMIN, Hub
 
 pytestmark = pytest.mark.timeout(60)
 
