@@ -45,6 +45,8 @@ key                     type    content
 ``fd:<name>``           zset    the scopes of one freshness by next_due (baseline/backoff due)
 ``fs:<name>``           zset    the scopes of one freshness; score = stale_at (last success +
                                 max_staleness, -1e18 when never synced)
+``hooks``               hash    webhooks: SHA-256 of the secret (hex) -> msgpack of the record
+                                (HSETNX stores, HGET finds, HDEL revokes; no secret stored)
 ======================  ======  ================================================================
 
 Job hash fields (one letter each, to keep a queued job small): ``t`` task, ``q`` queue, ``p``
@@ -132,6 +134,7 @@ class Keyspace:
         "running",
         "unique",
         "wake",
+        "webhooks",
         "worker_info",
         "workers",
     )
@@ -154,6 +157,7 @@ class Keyspace:
         self.wake = p + "wake"
         self.events = p + "ev"
         self.events_count = p + "ev:n"
+        self.webhooks = p + "hooks"
 
     def job(self, job_id: str) -> str:
         return f"{self.prefix}j:{job_id}"
