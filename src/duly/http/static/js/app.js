@@ -27,7 +27,7 @@ const ROUTES = [
   ["groups/:id", groups, "groups"],
   ["freshness", freshness, "freshness"],
   ["freshness/:name", freshness, "freshness"],
-  ["key/*key", key, ""],
+  ["key/*key", key, "key"],
 ];
 
 const NAV = [

@@ -6,13 +6,14 @@ const W = 640;
 const H = 180;
 const PAD = { left: 40, right: 10, top: 10, bottom: 22 };
 
+// The axis top: 4 gridline steps of 1, 2 or 5 times a power of ten.
 function niceMax(value) {
-  if (value <= 4) return 4;
-  const power = 10 ** Math.floor(Math.log10(value));
-  for (const step of [1, 2, 2.5, 5, 10]) {
-    if (step * power >= value) return step * power;
+  const raw = Math.max(1, value / 4);
+  const power = 10 ** Math.floor(Math.log10(raw));
+  for (const step of [1, 2, 5, 10]) {
+    if (step * power >= raw) return 4 * step * power;
   }
-  return 10 * power;
+  return 40 * power;
 }
 
 function clock(minute) {
@@ -43,7 +44,8 @@ export function lineChart(minutes, series, label) {
   const ticks = Math.min(6, minutes.length);
   for (let t = 0; t < ticks; t++) {
     const i = ticks === 1 ? 0 : Math.round((t * (minutes.length - 1)) / (ticks - 1));
-    svg.appendChild(s("text", { class: "axis", x: x(i), y: H - 6, "text-anchor": "middle" }, clock(minutes[i])));
+    const anchor = t === 0 && ticks > 1 ? "start" : t === ticks - 1 && ticks > 1 ? "end" : "middle";
+    svg.appendChild(s("text", { class: "axis", x: x(i), y: H - 6, "text-anchor": anchor }, clock(minutes[i])));
   }
   for (const line of series) {
     const points = line.values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(" ");

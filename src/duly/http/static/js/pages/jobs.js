@@ -83,7 +83,7 @@ export async function render(ctx) {
   const before = ctx.query.get("before") || "";
   ctx.view.appendChild(h("h1", null, "Jobs"));
   ctx.view.appendChild(filterForm(ctx, current));
-  const list = h("div", { id: "job-list" });
+  const list = h("div", { id: "job-list", class: "card" });
   const bulk = h("div");
   ctx.view.appendChild(bulk);
   ctx.view.appendChild(list);

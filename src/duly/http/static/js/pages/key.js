@@ -51,7 +51,8 @@ export async function render(ctx) {
   const watches = h("div", { id: "key-watches" });
   const scopes = h("div", { id: "key-scopes" });
   ctx.view.appendChild(card("Jobs", jobs));
-  ctx.view.appendChild(h("div", { class: "columns" }, card("Watches", watches), card("Freshness", scopes)));
+  ctx.view.appendChild(card("Watches", watches));
+  ctx.view.appendChild(card("Freshness", scopes));
 
   async function refresh() {
     const [page, ws, sc] = await Promise.all([get("jobs", { key, before, limit: 50 }), watchesOf(key), scopesOf(key)]);

@@ -1,9 +1,10 @@
 // Overview: live outcomes per minute, queue depth, workers alive.
 
 import { get } from "../api.js";
-import { barChart, legend, lineChart } from "../charts.js";
+import { legend, lineChart } from "../charts.js";
 import { card, h, num, replace, stat } from "../dom.js";
 import { subscribe, throttle } from "../live.js";
+import { depthChart } from "./queues.js";
 import { alive } from "./workers.js";
 
 const MINUTES = 30;
@@ -70,17 +71,7 @@ export async function render(ctx) {
     replace(
       depth,
       qs.queues.length
-        ? barChart(
-            qs.queues.map((q) => ({
-              name: q.name,
-              parts: [
-                { cls: "queued", value: q.queued, label: "queued" },
-                { cls: "scheduled", value: q.scheduled, label: "scheduled" },
-                { cls: "running", value: q.running, label: "running" },
-              ],
-            })),
-            "jobs per queue",
-          )
+        ? depthChart(qs.queues)
         : h("p", { class: "empty" }, "No queues yet."),
     );
     samples.push([Math.floor(Date.now() / 1000), waiting]);
