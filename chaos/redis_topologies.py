@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
 import shutil
 import signal
 import socket
@@ -75,6 +76,20 @@ def _fields(info: str) -> dict[str, str]:
 
 def _field(info: str, name: str) -> str:
     return _fields(info)[name].strip()
+
+
+def _wait_replicated(primary: int, replicas: int, timeout: float = _STARTUP_TIMEOUT) -> None:
+    """Wait until ``replicas`` replicas of ``primary`` have every write it had just now."""
+    offset = int(_field(_cli(primary, "INFO", "replication"), "master_repl_offset"))
+
+    def caught_up() -> bool:
+        info = _cli(primary, "INFO", "replication")
+        found = [v for k, v in _fields(info).items() if re.fullmatch(r"slave\d+", k)]
+        return len(found) >= replicas and all(
+            int(dict(kv.split("=") for kv in r.split(","))["offset"]) >= offset for r in found
+        )
+
+    _wait(caught_up, f"the replicas of {primary} to catch up", timeout)
 
 
 class _Processes:
@@ -198,18 +213,7 @@ class LocalCluster:
 
     def wait_replicated(self, primary: int, timeout: float = _STARTUP_TIMEOUT) -> None:
         """Wait until every replica of ``primary`` has every write ``primary`` had just now."""
-        info = _cli(primary, "INFO", "replication")
-        offset = int(_field(info, "master_repl_offset"))
-
-        def caught_up() -> bool:
-            info = _cli(primary, "INFO", "replication")
-            replicas = [v for k, v in _fields(info).items() if k.startswith("slave")]
-            return len(replicas) >= self.replicas and all(
-                int(dict(kv.split("=") for kv in r.split(","))["offset"]) >= offset
-                for r in replicas
-            )
-
-        _wait(caught_up, f"the replicas of {primary} to catch up", timeout)
+        _wait_replicated(primary, self.replicas, timeout)
 
     def alive_port(self) -> int:
         for port, proc in self._procs.procs.items():
@@ -317,6 +321,10 @@ class LocalSentinel:
         """The port the sentinels name as the primary now."""
         reply = _cli(self.sentinels[0], "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.name)
         return int(reply.split()[1])
+
+    def wait_replicated(self, timeout: float = _STARTUP_TIMEOUT) -> None:
+        """Wait until the replica has every write the current primary had just now."""
+        _wait_replicated(self.current_primary(), 1, timeout)
 
     def kill(self, port: int) -> None:
         self._procs.kill(port)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import inspect
 import os
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
@@ -12,32 +10,31 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack, cast, overload
 
+from duly.app_queries import AppQueries
 from duly.backends import DEFAULT_URL, Backend, backend_from_url
 from duly.backends.base import TransactionalBackend
 from duly.clock import Clock, SystemClock
+from duly.decorators import PeriodicDecorator, TaskDecorator, WatchDecorator
 from duly.errors import ConfigurationError
 from duly.events import Event, check_events_args, stream_events
 from duly.freshness import Mirror, Staleness
-from duly.groups import Group, GroupInfo, create_group, load_group
+from duly.groups import Group, GroupInfo, load_group, prepare_group, store_group
 from duly.hooks import Hook, Hooks, settle
 from duly.job import Job, JobInfo
 from duly.portal import Portal
 from duly.records import (
     STATS_RETENTION,
-    STATUSES,
-    JobFilter,
     NewJob,
-    QueueStats,
-    StatRow,
-    WorkerRecord,
 )
 from duly.registry import Registry, TaskSettings, WatchTaskSettings
-from duly.scheduler.periodic import CatchUp, Schedule
+from duly.scheduler.periodic import CatchUp
 from duly.task import Signature, Task, build_all, seconds
 from duly.transactions import Transactions
-from duly.watch import Watch, WatchConfig, WatchRecord
+from duly.watch import WatchConfig
 
 if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
     from duly.worker import Worker
 
 __all__ = ["App", "FailureCallback"]
@@ -80,77 +77,7 @@ class _LoopBackend:
     ready: bool = False
 
 
-class _TaskDecorator:
-    """What ``@app.task(...)`` returns: typed so async functions yield ``Task[P, R]``."""
-
-    def __init__(self, app: App, settings: TaskSettings) -> None:
-        self._app = app
-        self._settings = settings
-
-    @overload
-    def __call__(self, fn: Callable[P, Coroutine[Any, Any, R]]) -> Task[P, R]: ...
-    @overload
-    def __call__(self, fn: Callable[P, R]) -> Task[P, R]: ...
-    def __call__(self, fn: Callable[P, Any]) -> Task[P, Any]:
-        return self._app.registry.register(self._app, fn, self._settings)
-
-
-class _PeriodicDecorator:
-    """What ``@app.periodic(...)`` returns."""
-
-    def __init__(
-        self,
-        app: App,
-        every: float | timedelta | None,
-        cron: str | None,
-        tz: str,
-        catch_up: CatchUp,
-        settings: TaskSettings,
-    ) -> None:
-        self._app = app
-        self._settings = settings
-        every_s = None if every is None else seconds(every, "every")
-        # Built (and so validated) now; the task name is filled in when the function comes.
-        self._schedule = Schedule("", every=every_s, cron=cron, tz=tz, catch_up=catch_up)
-
-    @overload
-    def __call__(self, fn: Callable[[], Coroutine[Any, Any, R]]) -> Task[[], R]: ...
-    @overload
-    def __call__(self, fn: Callable[[], R]) -> Task[[], R]: ...
-    def __call__(self, fn: Callable[[], Any]) -> Task[[], Any]:
-        try:
-            inspect.signature(fn).bind()
-        except TypeError:
-            raise TypeError(
-                f"a periodic task is called without arguments; {fn.__qualname__} needs some"
-            ) from None
-        settings = self._settings
-        schedule = self._schedule
-        if settings.get("retention") is None:
-            # The last tick is read back from the newest job: keep jobs for two periods at least.
-            period = schedule.period(self._app.clock.now())
-            settings = {**settings, "retention": max(self._app.retention, 2 * period)}
-        registry = self._app.registry
-        task = registry.register(self._app, fn, settings)
-        registry.schedules[task.name] = dataclasses.replace(schedule, task=task.name)
-        return task
-
-
-class _WatchDecorator:
-    """What ``@app.watch(...)`` returns."""
-
-    def __init__(self, app: App, watch: WatchConfig, settings: TaskSettings) -> None:
-        self._app = app
-        self._watch = watch
-        self._settings = settings
-
-    def __call__(self, fn: Callable[P, Any]) -> Watch[P, Any]:
-        task = self._app.registry.register(self._app, fn, self._settings, watch=self._watch)
-        assert isinstance(task, Watch)
-        return task
-
-
-class App:
+class App(AppQueries):
     """A duly application: tasks plus the backend they are stored in.
 
     ``url`` defaults to ``$DULY_URL``, then ``sqlite:///duly.db``; or give ``backend=`` one you
@@ -231,7 +158,7 @@ class App:
     @overload
     def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
     @overload
-    def task(self, fn: None = None, /, **settings: Unpack[TaskSettings]) -> _TaskDecorator: ...
+    def task(self, fn: None = None, /, **settings: Unpack[TaskSettings]) -> TaskDecorator: ...
     def task(
         self, fn: Callable[..., Any] | None = None, /, **settings: Unpack[TaskSettings]
     ) -> Any:
@@ -252,7 +179,7 @@ class App:
         """
         if fn is not None:
             return self.registry.register(self, fn, settings)
-        return _TaskDecorator(self, settings)
+        return TaskDecorator(self, settings)
 
     def periodic(
         self,
@@ -262,7 +189,7 @@ class App:
         tz: str = "UTC",
         catch_up: CatchUp = "one",
         **task_settings: Unpack[TaskSettings],
-    ) -> _PeriodicDecorator:
+    ) -> PeriodicDecorator:
         """Make a no-argument function a task AND run it on a schedule.
 
         ``every`` (seconds or timedelta; ticks at multiples of it since the epoch) or ``cron``
@@ -272,7 +199,7 @@ class App:
         ``"all"`` every missed tick, ``"skip"`` none. Task settings (``queue``, ``retries``,
         ``timeout``, ``name``...) apply as in ``@app.task``.
         """
-        return _PeriodicDecorator(self, every, cron, tz, catch_up, task_settings)
+        return PeriodicDecorator(self, every, cron, tz, catch_up, task_settings)
 
     def watch(
         self,
@@ -282,7 +209,7 @@ class App:
         timeout: float | timedelta | None = None,
         slot: float | timedelta | None = None,
         **task_settings: Unpack[WatchTaskSettings],
-    ) -> _WatchDecorator:
+    ) -> WatchDecorator:
         """Make a function a durable future check (PRODUCT §6).
 
         The function gets the watch's arguments and returns when to check again (``datetime``
@@ -300,7 +227,7 @@ class App:
         )
         # Every watch setting is a task setting; the guard's timeout is the task's timeout.
         settings = cast(TaskSettings, {**task_settings, "timeout": timeout})
-        return _WatchDecorator(self, config, settings)
+        return WatchDecorator(self, config, settings)
 
     def freshness(
         self,
@@ -342,35 +269,6 @@ class App:
         )
         self.mirrors[name] = mirror
         return mirror
-
-    def watch_history(
-        self, watch: str | Watch[..., Any] | None = None, *, active: bool = False, limit: int = 50
-    ) -> list[WatchRecord]:
-        """Ended watches (or, with ``active``, the ones still watching), newest first."""
-        return self._sync(self.watch_history_async(watch, active=active, limit=limit))
-
-    async def watch_history_async(
-        self, watch: str | Watch[..., Any] | None = None, *, active: bool = False, limit: int = 50
-    ) -> list[WatchRecord]:
-        """Async twin of ``watch_history``."""
-        if watch is None:
-            names = self.registry.watches()
-        else:
-            names = [watch if isinstance(watch, str) else watch.name]
-        statuses = (
-            ("scheduled", "queued", "running", "retrying")
-            if active
-            else ("succeeded", "failed", "cancelled")
-        )
-        backend = await self.backend()
-        records = [
-            record
-            for name in names
-            for status in statuses
-            for record in await backend.list_jobs(JobFilter(task=name, status=status), limit)
-        ]
-        records.sort(key=lambda r: r.id, reverse=True)
-        return [WatchRecord.from_record(r) for r in records[:limit]]
 
     def on_failure(self, callback: FailureCallback) -> FailureCallback:
         """Call ``callback(job_info, error)`` whenever a job fails for good (usable as a
@@ -527,50 +425,6 @@ class App:
                 raise ValueError(f"{sig!r} belongs to another App")
         return sigs
 
-    # -- lookups ---------------------------------------------------------------------------
-    def get_job(self, job_id: str) -> JobInfo | None:
-        """The job with this id, or None (unknown, or removed by retention)."""
-        return self._sync(self.get_job_async(job_id))
-
-    async def get_job_async(self, job_id: str) -> JobInfo | None:
-        """Async twin of ``get_job``."""
-        if not isinstance(job_id, str):
-            raise TypeError(f"a job id is a str, got {job_id!r}")
-        record = await (await self.backend()).get_job(job_id)
-        return None if record is None else JobInfo.from_record(record, self.tasks.get(record.task))
-
-    def jobs(
-        self,
-        *,
-        key: str | None = None,
-        status: str | None = None,
-        task: str | None = None,
-        queue: str | None = None,
-        limit: int = 50,
-    ) -> list[JobInfo]:
-        """Jobs matching every given filter, newest first."""
-        return self._sync(
-            self.jobs_async(key=key, status=status, task=task, queue=queue, limit=limit)
-        )
-
-    async def jobs_async(
-        self,
-        *,
-        key: str | None = None,
-        status: str | None = None,
-        task: str | None = None,
-        queue: str | None = None,
-        limit: int = 50,
-    ) -> list[JobInfo]:
-        """Async twin of ``jobs``."""
-        if status is not None and status not in STATUSES:
-            raise ValueError(f"unknown status {status!r}; expected one of {', '.join(STATUSES)}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-            raise ValueError(f"limit must be an int from 1 to 10000, got {limit!r}")
-        where = JobFilter(key=key, status=status, task=task, queue=queue)
-        records = await (await self.backend()).list_jobs(where, limit)
-        return [JobInfo.from_record(r, self.tasks.get(r.task)) for r in records]
-
     # -- groups and events (duly.groups, duly.events) ---------------------------------------
     def group(
         self,
@@ -584,7 +438,8 @@ class App:
         cancelled), and sees ``duly.current_job().group``. ``key`` (default: the group's id)
         is given to every member and the callback without one of their own, so
         ``app.jobs(key=...)`` and ``app.events(key=...)`` follow the group."""
-        return self._sync(self.group_async(signatures, on_complete=on_complete, key=key))
+        group, members = prepare_group(self, signatures, on_complete, key)
+        return self._sync(store_group(self, group, members))
 
     async def group_async(
         self,
@@ -594,7 +449,8 @@ class App:
         key: str | None = None,
     ) -> Group:
         """Async twin of ``group``."""
-        return await create_group(self, signatures, on_complete, key)
+        group, members = prepare_group(self, signatures, on_complete, key)
+        return await store_group(self, group, members)
 
     def get_group(self, group_id: str) -> GroupInfo | None:
         """The group with this id, or None (unknown, or removed by retention)."""
@@ -611,60 +467,7 @@ class App:
         check_events_args(since, key)
         return stream_events(self, since, key)
 
-    # -- operator actions ------------------------------------------------------------------
-    def retry(self, job_id: str) -> bool:
-        """Re-run a failed or cancelled job; False if it is in another state or unknown."""
-        return self._sync(self.retry_async(job_id))
-
-    async def retry_async(self, job_id: str) -> bool:
-        """Async twin of ``retry``."""
-        return await (await self.backend()).retry(job_id, self.clock.now())
-
-    def cancel(self, job_id: str) -> bool:
-        """Cancel a job that has not finished; False if it already finished or is unknown.
-
-        A waiting job is ``cancelled`` at once. A running one is asked to stop: it stays
-        ``running`` until its run returns (an async job is interrupted at its worker's next
-        heartbeat; a sync job may check ``duly.current_job().cancel_requested``), then ends
-        ``cancelled`` whatever the run returned."""
-        return self._sync(self.cancel_async(job_id))
-
-    async def cancel_async(self, job_id: str) -> bool:
-        """Async twin of ``cancel``."""
-        now = self.clock.now()
-        return await (await self.backend()).cancel(job_id, now, now + self.failed_retention)
-
-    def stats(self, minutes: int = 60) -> list[StatRow]:
-        """Per-minute success/failure/retry counters of the last ``minutes`` (at most 1440)."""
-        return self._sync(self.stats_async(minutes))
-
-    async def stats_async(self, minutes: int = 60) -> list[StatRow]:
-        """Async twin of ``stats``."""
-        kept = int(self.stats_retention // 60)
-        if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= kept:
-            raise ValueError(
-                f"minutes must be an int from 1 to {kept} (counters are kept "
-                f"{self.stats_retention:g}s: App(stats_retention=))"
-            )
-        since = (int(self.clock.now() // 60) - minutes + 1) * 60
-        return await (await self.backend()).stats(since)
-
-    def queues(self) -> list[QueueStats]:
-        """Every queue with its queued / scheduled / running counts."""
-        return self._sync(self.queues_async())
-
-    async def queues_async(self) -> list[QueueStats]:
-        """Async twin of ``queues``."""
-        return await (await self.backend()).queue_stats()
-
-    def workers(self) -> list[WorkerRecord]:
-        """Registered worker processes and when each was last seen."""
-        return self._sync(self.workers_async())
-
-    async def workers_async(self) -> list[WorkerRecord]:
-        """Async twin of ``workers``."""
-        return await (await self.backend()).workers()
-
+    # -- maintenance -----------------------------------------------------------------------
     def migrate(self) -> list[int]:
         """Apply pending schema migrations (SQL backends); the versions applied."""
         return self._sync(self._migrate())
@@ -682,6 +485,19 @@ class App:
 
     async def _ping(self) -> None:
         await (await self.backend()).ping()
+
+    # -- HTTP (duly.http) -------------------------------------------------------------------
+    def asgi(
+        self,
+        read_tokens: Iterable[str] | None = None,
+        admin_tokens: Iterable[str] | None = None,
+        **options: Any,
+    ) -> Starlette:
+        """The HTTP API and dashboard as a Starlette app (needs ``duly[dashboard]``): read
+        tokens may GET, admin tokens may also POST. Mount it anywhere. See ``docs/http.md``."""
+        from duly.http import build_asgi
+
+        return build_asgi(self, read_tokens, admin_tokens, **options)
 
     # -- running ---------------------------------------------------------------------------
     def worker(self, **options: Any) -> Worker:

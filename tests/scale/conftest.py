@@ -98,6 +98,47 @@ def enqueue_until_accepted(task: Any, value: int, timeout: float = 30.0) -> tupl
             time.sleep(0.05)
 
 
+def enqueue_through_failover(
+    task: Any, values: range, timeout: float = 60.0
+) -> tuple[list[str], int]:
+    """``enqueue_until_accepted`` for each of ``values``: the job ids, and how many tries
+    raised ``BackendUnavailable`` in all."""
+    ids, refused = [], 0
+    for n in values:
+        job_id, tries = enqueue_until_accepted(task, n, timeout)
+        ids.append(job_id)
+        refused += tries
+    return ids, refused
+
+
+def ride_out_failover(
+    app: duly.App, ran: Ran, replicated: Callable[[], None], kill: Callable[[], None]
+) -> tuple[int, float]:
+    """The failover drill of the cluster and Sentinel tests on ``recording_app`` ``app``: 200
+    jobs enqueued and ``replicated()``, a worker started, ``kill()`` (the primary) once 40 have
+    run, 30 more enqueued through the failover; every one of the 230 runs and succeeds.
+    Returns how many enqueue tries were refused and when the last one was accepted (seconds
+    after the kill)."""
+    task = app.tasks["scale.record"]
+    first = [job.id for job in app.enqueue_many([task.s(n) for n in range(200)])]
+    replicated()
+    worker = WorkerThread(app, concurrency=4).start()
+    try:
+        assert ran.wait_for(lambda seen: len(seen) >= 40, 30)
+        killed_at = time.monotonic()
+        kill()
+        later, refused = enqueue_through_failover(task, range(200, 230))
+        accepted_after = time.monotonic() - killed_at
+        assert ran.wait_for(lambda seen: seen >= set(range(230)), 90), (
+            f"not run: {sorted(set(range(230)) - set(ran.values))[:20]}"
+        )
+    finally:
+        worker.stop()
+    statuses = {app.get_job(i).status for i in first + later}  # type: ignore[union-attr]
+    assert statuses == {"succeeded"}
+    return refused, accepted_after
+
+
 @pytest.fixture
 def topology_tools() -> Iterator[None]:
     """Skip (locally; fail in CI) when redis-server cannot be started here."""

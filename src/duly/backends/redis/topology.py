@@ -21,6 +21,7 @@ from urllib.parse import unquote, urlsplit
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry as SyncRetry
+from redis.sentinel import SentinelManagedConnection
 
 from duly.backends._urls import redact_url
 from duly.errors import ConfigurationError
@@ -143,7 +144,11 @@ class Topology:
 
         sentinel = Sentinel(list(self.nodes), **_SENTINELS)  # type: ignore[no-untyped-call]
         return SentinelConnectionPool(  # type: ignore[no-untyped-call]
-            self.service, sentinel, retry=_sync_retry(), **self._primary_options()
+            self.service,
+            sentinel,
+            connection_class=_PrimaryConnection,
+            retry=_sync_retry(),
+            **self._primary_options(),
         )
 
     def _primary_options(self) -> dict[str, Any]:
@@ -154,6 +159,27 @@ class Topology:
             "decode_responses": False,
             "socket_connect_timeout": _CONNECT_TIMEOUT,
         }
+
+
+class _PrimaryConnection(SentinelManagedConnection):
+    """A blocking connection to the primary the sentinels name, asking them on every
+    (re)connect. redis-py's own connects only in ``connect()``, which a pool's checkout calls
+    but ``send_command`` does not: a connection used outside a pool would go to
+    127.0.0.1:6379 at first and to the old primary after a failover."""
+
+    _asking = False
+
+    def connect_check_health(
+        self, check_health: bool = True, retry_socket_connect: bool = True
+    ) -> None:
+        if self._sock is not None or self._asking:
+            super().connect_check_health(check_health, retry_socket_connect)
+            return
+        self._asking = True  # connect() asks the sentinels, then comes back here to connect
+        try:
+            self.connect()  # type: ignore[no-untyped-call]
+        finally:
+            self._asking = False
 
 
 def _bad(url: str, problem: str) -> ConfigurationError:
