@@ -1,5 +1,5 @@
 """Fixtures of the dashboard tests: a real uvicorn serving ``app.asgi()`` and, for the browser
-tests, one headless Chromium per test session (Playwright driving the system browser: Debian's
+tests, one headless Chromium for the module (Playwright driving the system browser: Debian's
 ``chromium``; Playwright's own browser download is never used).
 
 Without Chromium the browser tests skip with a message locally and fail under ``CI`` (``.ci/run``
@@ -32,9 +32,12 @@ from services import POSTGRES_URL, REDIS_URL, require_service
 import duly
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless Chromium for the whole session (skip locally / fail in CI without it)."""
+    """One headless Chromium per test module, i.e. one for all the browser tests (skip locally
+    / fail in CI without it). Not per session: Playwright's sync API keeps an event loop
+    running in the main thread while it is started, and the other test folders' fixtures call
+    ``asyncio.run`` there (pytest tears this down before running another module's test)."""
     path = chromium_path()
     if path is None:
         message = "no Chromium found (apt-get install chromium, or set DULY_CHROMIUM)"
