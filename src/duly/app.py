@@ -18,7 +18,7 @@ from duly.decorators import PeriodicDecorator, TaskDecorator, WatchDecorator
 from duly.errors import ConfigurationError
 from duly.events import Event, check_events_args, stream_events
 from duly.freshness import Mirror, Staleness
-from duly.groups import Group, GroupInfo, create_group, load_group
+from duly.groups import Group, GroupInfo, load_group, prepare_group, store_group
 from duly.hooks import Hook, Hooks, settle
 from duly.job import Job, JobInfo
 from duly.portal import Portal
@@ -33,6 +33,8 @@ from duly.transactions import Transactions
 from duly.watch import WatchConfig
 
 if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
     from duly.worker import Worker
 
 __all__ = ["App", "FailureCallback"]
@@ -436,7 +438,8 @@ class App(AppQueries):
         cancelled), and sees ``duly.current_job().group``. ``key`` (default: the group's id)
         is given to every member and the callback without one of their own, so
         ``app.jobs(key=...)`` and ``app.events(key=...)`` follow the group."""
-        return self._sync(self.group_async(signatures, on_complete=on_complete, key=key))
+        group, members = prepare_group(self, signatures, on_complete, key)
+        return self._sync(store_group(self, group, members))
 
     async def group_async(
         self,
@@ -446,7 +449,8 @@ class App(AppQueries):
         key: str | None = None,
     ) -> Group:
         """Async twin of ``group``."""
-        return await create_group(self, signatures, on_complete, key)
+        group, members = prepare_group(self, signatures, on_complete, key)
+        return await store_group(self, group, members)
 
     def get_group(self, group_id: str) -> GroupInfo | None:
         """The group with this id, or None (unknown, or removed by retention)."""
@@ -481,6 +485,19 @@ class App(AppQueries):
 
     async def _ping(self) -> None:
         await (await self.backend()).ping()
+
+    # -- HTTP (duly.http) -------------------------------------------------------------------
+    def asgi(
+        self,
+        read_tokens: Iterable[str] | None = None,
+        admin_tokens: Iterable[str] | None = None,
+        **options: Any,
+    ) -> Starlette:
+        """The HTTP API and dashboard as a Starlette app (needs ``duly[dashboard]``): read
+        tokens may GET, admin tokens may also POST. Mount it anywhere. See ``docs/http.md``."""
+        from duly.http import build_asgi
+
+        return build_asgi(self, read_tokens, admin_tokens, **options)
 
     # -- running ---------------------------------------------------------------------------
     def worker(self, **options: Any) -> Worker:

@@ -16,7 +16,7 @@ knows without a lookup that a job is a group's callback and gives it ``current_j
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
@@ -34,9 +34,10 @@ __all__ = [
     "Group",
     "GroupInfo",
     "build_group",
-    "create_group",
     "is_group_id",
     "load_group",
+    "prepare_group",
+    "store_group",
 ]
 
 #: The last character of every group id (and so of every callback job's id).
@@ -146,15 +147,27 @@ def build_group(
     return group, members
 
 
-async def create_group(
+def prepare_group(
     app: App, signatures: Iterable[Signature], on_complete: Signature | None, key: str | None
-) -> Group:
-    """Store a group (see ``App.group``)."""
+) -> tuple[NewGroup, list[NewJob]]:
+    """Build a group's records and show them to ``enqueuing`` hooks, in the caller's thread
+    and context (a trace context travels with them); nothing stored yet."""
     group, members = build_group(app, signatures, on_complete, key, app.clock.now())
+    if app.hooks.watching("enqueuing"):
+        app.hooks.call("enqueuing", _stored(group, members))
+    return group, members
+
+
+def _stored(group: NewGroup, members: list[NewJob]) -> list[NewJob]:
+    return members if group.callback is None else [*members, group.callback]
+
+
+async def store_group(app: App, group: NewGroup, members: list[NewJob]) -> Group:
+    """Store a group built by ``prepare_group`` in one atomic step (see ``App.group``)."""
     await (await app.backend()).enqueue_group(group, members)
-    stored: Sequence[NewJob] = members if group.callback is None else [*members, group.callback]
     if app.hooks.watching("enqueued"):
-        await app.hooks.emit("enqueued", list(stored), [EnqueueResult(j.id) for j in stored])
+        stored = _stored(group, members)
+        await app.hooks.emit("enqueued", stored, [EnqueueResult(j.id) for j in stored])
     return Group(group.id, [Job(app, job.id) for job in members])
 
 

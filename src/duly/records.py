@@ -13,6 +13,7 @@ from typing import Final, Literal
 __all__ = [
     "ACTIVE_STATUSES",
     "FINISHED_STATUSES",
+    "ID_CEILING",
     "STATS_RETENTION",
     "STATUSES",
     "EnqueueResult",
@@ -53,6 +54,10 @@ FINISHED_STATUSES: Final[frozenset[str]] = frozenset({"succeeded", "failed", "ca
 
 OutcomeKind = Literal["succeeded", "failed", "retry", "release", "again"]
 UniqueUntil = Literal["start", "finish"]
+
+#: Sorts after every job id (ULIDs: 26 characters of ``0-9A-Z``) in any collation: the
+#: ``before`` of a listing's first page.
+ID_CEILING: Final = "Z" * 32
 
 #: How long per-minute counters and the records of workers that vanished are kept by default
 #: (``App(stats_retention=)``; ``Backend.purge``'s ``keep``), in seconds.
@@ -186,6 +191,8 @@ class JobFilter:
     status: str | None = None
     task: str | None = None
     queue: str | None = None
+    #: Only jobs whose id sorts before this one (the next page of a newest-first listing).
+    before: str | None = None
 
 
 @dataclass(slots=True)

@@ -288,3 +288,55 @@ def test_hook_signatures_match_the_base_class() -> None:
     overridden = {name for name in duly.hooks.HOOK_EVENTS if name in Recorder.__dict__}
     assert overridden == set(duly.hooks.HOOK_EVENTS)
     assert {NewJob, EnqueueResult}  # the types the enqueued hook receives
+
+
+def test_groups_and_periodic_ticks_pass_through_the_enqueue_hooks(make_app: Any) -> None:
+    """Every way a job is stored shows it to ``enqueuing`` (in the caller's context: the group
+    is built before the portal runs it) and to ``enqueued``."""
+    clock = duly.ManualClock(start=1_800_000_000.5)  # just past a tick: one is due
+    app = make_app(clock=clock)
+    recorder = app.add_hook(Recorder())
+    seen: list[str] = []
+
+    class Context(duly.Hook):
+        def enqueuing(self, jobs: Any) -> None:
+            seen.extend(f"{job.task}@{REQUEST.get('none')}" for job in jobs)
+
+    app.add_hook(Context())
+
+    @app.task(name="t.member")
+    def member(n: int) -> None: ...
+
+    @app.task(name="t.done")
+    def done() -> None: ...
+
+    @app.periodic(every=3600, name="t.tick")
+    def tick() -> None: ...
+
+    REQUEST.set("group-9")
+    group = app.group([member.s(1), member.s(2)], on_complete=done.s())
+    # A worker's scheduler runs in a context of its own, not the one of any request.
+    ticks = contextvars.Context().run(asyncio.run, _run_scheduler_once(app))
+    assert ticks == 1
+    assert seen == ["t.member@group-9", "t.member@group-9", "t.done@group-9", "t.tick@none"]
+    stored = [(event, detail) for event, _, detail in recorder.events]
+    assert stored == [
+        ("enqueuing", "t.member"),
+        ("enqueuing", "t.member"),
+        ("enqueuing", "t.done"),
+        ("enqueued", ("t.member", False)),
+        ("enqueued", ("t.member", False)),
+        ("enqueued", ("t.done", False)),
+        ("enqueuing", "t.tick"),
+        ("enqueued", ("t.tick", False)),
+    ]
+    assert [jid for event, jid, _ in recorder.events[:2]] == [job.id for job in group.jobs]
+
+
+async def _run_scheduler_once(app: duly.App) -> int:
+    from duly.scheduler import Scheduler
+
+    try:
+        return await Scheduler(app).run_once(await app.backend())
+    finally:
+        await app.aclose()

@@ -273,7 +273,9 @@ class Backend(Protocol):
     async def list_jobs(self, where: JobFilter, limit: int) -> list[JobRecord]:
         """Jobs matching every set field of ``where``, newest first (by id), at most ``limit``.
 
-        With ``key`` set, reads only that key's index (never scans other jobs).
+        With ``key`` set, reads only that key's index (never scans other jobs). With ``before``
+        set, only jobs with a smaller id: the page after the one that ended at ``before``,
+        reached through the index without reading the newer jobs again.
         """
         ...
 

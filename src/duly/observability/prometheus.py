@@ -12,8 +12,11 @@ Under ``duly worker --processes P`` the children write prometheus_client's multi
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+import threading
+from bisect import bisect_left
+from collections.abc import Sequence
+from itertools import accumulate
+from typing import TYPE_CHECKING, Any, Protocol
 
 from duly.clock import Clock, SystemClock
 from duly.errors import ConfigurationError
@@ -93,52 +96,24 @@ class PrometheusHook(Hook):
             labels,
             **kw,
         )
-        self.jobs_total = prometheus.Counter(
-            "duly_jobs", "Stored outcomes of job runs.", (*labels, "outcome"), **kw
-        )
-        self.duration = prometheus.Histogram(
-            "duly_job_duration_seconds",
-            "Seconds from a run's start to its stored outcome.",
-            labels,
-            buckets=DURATION_BUCKETS,
-            **kw,
-        )
-        self.queue_wait = prometheus.Histogram(
-            "duly_job_queue_wait_seconds",
-            "Seconds a job waited to start: start - max(enqueued_at, scheduled_for).",
-            labels,
-            buckets=WAIT_BUCKETS,
-            **kw,
-        )
-        self.in_flight = prometheus.Gauge(
-            "duly_jobs_in_flight",
-            "Runs started and not yet ended.",
-            labels,
-            multiprocess_mode="livesum",
-            **kw,
-        )
         self.recovered_total = prometheus.Counter(
             "duly_jobs_recovered", "Jobs taken back from dead workers (lapsed leases).", **kw
         )
         self.quarantined_total = prometheus.Counter(
             "duly_jobs_quarantined", "Jobs failed for losing their worker too often.", labels, **kw
         )
+        # The per-run metrics (two per job on a worker's hot path). In one process they are
+        # plain numbers each thread adds to without a lock, summed when scraped (RunCollector);
+        # under multiprocess mode they must be prometheus_client's own, which write the files
+        # the supervisor reads.
+        if prometheus.values.ValueClass is prometheus.values.MutexValue:
+            self._runs: _Runs = _PlainRuns()
+            registry.register(RunCollector(self._runs))
+        else:
+            self._runs = _ClientRuns(prometheus, registry)
         # Runs counted in flight, by job id (kept here, never a label): a run ends once even if
         # this hook saw its start but not its end (or the reverse), and the gauge never drifts.
-        self._running: dict[str, _Series] = {}
-        # The labelled children of each (task, queue): labels() takes a lock and builds a key
-        # on every call, too dear twice per job on a worker's hot path.
-        self._series: dict[tuple[str, str], _Series] = {}
-        # One process's values live in this process: the in-flight gauges read a plain count
-        # when scraped instead of taking a lock twice per job. Multiprocess values live in
-        # files the supervisor reads, so there each start and end writes its gauge.
-        self._counted_here = prometheus.values.ValueClass is prometheus.values.MutexValue
-
-    def _of(self, task: str, queue: str) -> _Series:
-        series = self._series.get((task, queue))
-        if series is None:
-            series = self._series[(task, queue)] = _Series(self, task, queue)
-        return series
+        self._running: dict[str, Any] = {}
 
     def enqueued(self, jobs: Sequence[NewJob], results: Sequence[EnqueueResult]) -> None:
         """Count stored and deduplicated enqueues."""
@@ -150,25 +125,21 @@ class PrometheusHook(Hook):
         """Observe the queue wait and count the run in flight."""
         start = record.started_at if record.started_at is not None else self.clock.now()
         ready = max(record.enqueued_at, record.scheduled_for or 0.0)
-        series = self._series.get((record.task, record.queue)) or self._of(
-            record.task, record.queue
-        )
-        series.queue_wait.observe(max(start - ready, 0.0))
+        series = self._runs.series(record.task, record.queue)
+        series.waited(max(start - ready, 0.0))
         if record.id not in self._running:
-            self._running[record.id] = series
-            series.began()
+            self._running[record.id] = series.began()
 
     def finished(self, record: JobRecord, outcome: Outcome, error: BaseException | None) -> None:
         """Count the outcome, observe the run's duration, end it in flight."""
-        series = self._running.pop(record.id, None)
-        if series is None:  # its start was not seen here
-            series = self._of(record.task, record.queue)
-        else:
-            series.ended()
-        counter = series.outcomes.get(outcome.kind) or series.outcome(outcome.kind)
-        counter.inc()
+        began = self._running.pop(record.id, None)
+        if began is not None:
+            began.ended()
+        series = self._runs.series(record.task, record.queue)
+        duration = None
         if record.started_at is not None:
-            series.duration.observe(max(self.clock.now() - record.started_at, 0.0))
+            duration = max(self.clock.now() - record.started_at, 0.0)
+        series.ran(outcome.kind, duration)
 
     def abandoned(self, record: JobRecord, outcome: Outcome) -> None:
         self._end(record.id)  # the run ended here, whatever became of its outcome
@@ -183,57 +154,210 @@ class PrometheusHook(Hook):
         self.quarantined_total.labels(job.task, job.queue).inc()
 
     def _end(self, job_id: str) -> None:
-        series = self._running.pop(job_id, None)
-        if series is not None:
-            series.ended()
+        began = self._running.pop(job_id, None)
+        if began is not None:
+            began.ended()
 
 
-class _Series:
-    """The metrics of one (task, queue), resolved once."""
+_RUN_FAMILIES = (
+    ("duly_jobs", "Stored outcomes of job runs."),
+    ("duly_job_duration_seconds", "Seconds from a run's start to its stored outcome."),
+    (
+        "duly_job_queue_wait_seconds",
+        "Seconds a job waited to start: start - max(enqueued_at, scheduled_for).",
+    ),
+    ("duly_jobs_in_flight", "Runs started and not yet ended."),
+)
 
-    __slots__ = (
-        "_hook",
-        "began",
-        "duration",
-        "ended",
-        "outcomes",
-        "queue",
-        "queue_wait",
-        "running",
-        "task",
-    )
 
-    def __init__(self, hook: PrometheusHook, task: str, queue: str) -> None:
-        self._hook, self.task, self.queue = hook, task, queue
-        self.queue_wait = hook.queue_wait.labels(task, queue)
-        self.duration = hook.duration.labels(task, queue)
-        #: The counter of stored outcomes of each kind seen.
-        self.outcomes: dict[str, Any] = {}
-        in_flight = hook.in_flight.labels(task, queue)
+class _Runs(Protocol):
+    def series(self, task: str, queue: str) -> _Series: ...
+
+
+class _Series(Protocol):
+    def waited(self, seconds: float) -> None: ...
+    def ran(self, kind: str, duration: float | None) -> None: ...
+    def began(self) -> _Series: ...
+    def ended(self) -> None: ...
+
+
+class _PlainSeries:
+    """One thread's counts of one (task, queue): plain numbers, written by that thread only."""
+
+    __slots__ = ("duration", "duration_sum", "outcomes", "running", "wait", "wait_sum")
+
+    def __init__(self) -> None:
+        self.outcomes: dict[str, int] = {}
+        self.duration = [0] * (len(DURATION_BUCKETS) + 1)  # the last: over every bound
+        self.duration_sum = 0.0
+        self.wait = [0] * (len(WAIT_BUCKETS) + 1)
+        self.wait_sum = 0.0
         self.running = 0
-        self.began: Callable[[], None]
-        self.ended: Callable[[], None]
-        if hook._counted_here:
-            in_flight.set_function(lambda: self.running)
-            self.began, self.ended = self._began, self._ended
-        else:
-            self.began, self.ended = in_flight.inc, in_flight.dec
 
-    def _began(self) -> None:
+    def waited(self, seconds: float) -> None:
+        self.wait[bisect_left(WAIT_BUCKETS, seconds)] += 1
+        self.wait_sum += seconds
+
+    def ran(self, kind: str, duration: float | None) -> None:
+        self.outcomes[kind] = self.outcomes.get(kind, 0) + 1
+        if duration is not None:
+            self.duration[bisect_left(DURATION_BUCKETS, duration)] += 1
+            self.duration_sum += duration
+
+    def began(self) -> _PlainSeries:
         self.running += 1
+        return self
 
-    def _ended(self) -> None:
+    def ended(self) -> None:
         self.running -= 1
 
-    def outcome(self, kind: str) -> Any:
-        """The counter of stored outcomes of this kind."""
+
+class _PlainRuns:
+    """Per-thread series, so no increment needs a lock; a scrape sums the threads'."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._tables: list[dict[tuple[str, str], _PlainSeries]] = []
+        self._lock = threading.Lock()  # taken once per thread, and by scrapes
+
+    def series(self, task: str, queue: str) -> _PlainSeries:
+        table: dict[tuple[str, str], _PlainSeries] | None = getattr(self._local, "table", None)
+        if table is None:
+            table = self._local.table = {}
+            with self._lock:
+                self._tables.append(table)
+        found = table.get((task, queue))
+        if found is None:
+            found = table[(task, queue)] = _PlainSeries()
+        return found
+
+    def snapshot(self) -> dict[tuple[str, str], list[_PlainSeries]]:
+        """Every thread's series, by (task, queue)."""
+        with self._lock:
+            tables = list(self._tables)
+        merged: dict[tuple[str, str], list[_PlainSeries]] = {}
+        for table in tables:
+            for key, series in list(table.items()):
+                merged.setdefault(key, []).append(series)
+        return merged
+
+
+class RunCollector:
+    """Exposes ``_PlainRuns`` as the four per-run families (prometheus_client's Collector)."""
+
+    def __init__(self, runs: _PlainRuns) -> None:
+        self._runs = runs
+
+    def describe(self) -> list[Any]:
+        return list(self._families())
+
+    def collect(self) -> list[Any]:
+        families = self._families()
+        jobs, duration, wait, in_flight = families
+        for (task, queue), parts in sorted(self._runs.snapshot().items()):
+            outcomes: dict[str, int] = {}
+            for part in parts:
+                for kind, n in list(part.outcomes.items()):
+                    outcomes[kind] = outcomes.get(kind, 0) + n
+            for kind, n in sorted(outcomes.items()):
+                jobs.add_metric([task, queue, OUTCOME_LABELS.get(kind, kind)], n)
+            for family, bounds, counts, total in (
+                (duration, DURATION_BUCKETS, "duration", "duration_sum"),
+                (wait, WAIT_BUCKETS, "wait", "wait_sum"),
+            ):
+                per_bucket = [
+                    sum(getattr(p, counts)[i] for p in parts) for i in range(len(bounds) + 1)
+                ]
+                cumulative = list(accumulate(per_bucket))
+                buckets = [(_le(b), float(c)) for b, c in zip(bounds, cumulative, strict=False)]
+                buckets.append(("+Inf", float(cumulative[-1])))
+                family.add_metric([task, queue], buckets, sum(getattr(p, total) for p in parts))
+            in_flight.add_metric([task, queue], sum(p.running for p in parts))
+        return list(families)
+
+    @staticmethod
+    def _families() -> tuple[Any, Any, Any, Any]:
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
+
+        (jobs, jobs_doc), (duration, duration_doc), (wait, wait_doc), (flying, flying_doc) = (
+            _RUN_FAMILIES
+        )
+        labels = ["task", "queue"]
+        return (
+            CounterMetricFamily(jobs, jobs_doc, labels=[*labels, "outcome"]),
+            HistogramMetricFamily(duration, duration_doc, labels=labels),
+            HistogramMetricFamily(wait, wait_doc, labels=labels),
+            GaugeMetricFamily(flying, flying_doc, labels=labels),
+        )
+
+
+def _le(bound: float) -> str:
+    """A bucket bound as prometheus_client writes it (``0.5``, ``1.0``)."""
+    return repr(float(bound))
+
+
+class _ClientSeries:
+    """One (task, queue) in prometheus_client's own metrics (multiprocess mode)."""
+
+    __slots__ = ("_runs", "duration", "in_flight", "outcomes", "queue", "queue_wait", "task")
+
+    def __init__(self, runs: _ClientRuns, task: str, queue: str) -> None:
+        self.queue_wait = runs.queue_wait.labels(task, queue)
+        self.duration = runs.duration.labels(task, queue)
+        self.in_flight = runs.in_flight.labels(task, queue)
+        self.outcomes: dict[str, Any] = {}
+        self._runs, self.task, self.queue = runs, task, queue
+
+    def waited(self, seconds: float) -> None:
+        self.queue_wait.observe(seconds)
+
+    def ran(self, kind: str, duration: float | None) -> None:
         counter = self.outcomes.get(kind)
         if counter is None:
             label = OUTCOME_LABELS.get(kind, kind)
-            counter = self.outcomes[kind] = self._hook.jobs_total.labels(
+            counter = self.outcomes[kind] = self._runs.jobs_total.labels(
                 self.task, self.queue, label
             )
-        return counter
+        counter.inc()
+        if duration is not None:
+            self.duration.observe(duration)
+
+    def began(self) -> _ClientSeries:
+        self.in_flight.inc()
+        return self
+
+    def ended(self) -> None:
+        self.in_flight.dec()
+
+
+class _ClientRuns:
+    """The per-run metrics as prometheus_client metrics (their values in multiprocess files)."""
+
+    def __init__(self, prometheus: Any, registry: Any) -> None:
+        (jobs, jobs_doc), (duration, duration_doc), (wait, wait_doc), (flying, flying_doc) = (
+            _RUN_FAMILIES
+        )
+        labels = ("task", "queue")
+        kw: dict[str, Any] = {"registry": registry}
+        self.jobs_total = prometheus.Counter(jobs, jobs_doc, (*labels, "outcome"), **kw)
+        self.duration = prometheus.Histogram(
+            duration, duration_doc, labels, buckets=DURATION_BUCKETS, **kw
+        )
+        self.queue_wait = prometheus.Histogram(wait, wait_doc, labels, buckets=WAIT_BUCKETS, **kw)
+        self.in_flight = prometheus.Gauge(
+            flying, flying_doc, labels, multiprocess_mode="livesum", **kw
+        )
+        self._series: dict[tuple[str, str], _ClientSeries] = {}
+
+    def series(self, task: str, queue: str) -> _ClientSeries:
+        found = self._series.get((task, queue))
+        if found is None:
+            found = self._series[(task, queue)] = _ClientSeries(self, task, queue)
+        return found
 
 
 def serve_metrics(

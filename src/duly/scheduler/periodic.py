@@ -157,7 +157,12 @@ class Scheduler:
                 jobs.append(self._job(schedule, tick, now))
         if not jobs:
             return 0
+        hooks = self.app.hooks
+        if hooks.watching("enqueuing"):
+            hooks.call("enqueuing", jobs)
         results = await backend.enqueue(jobs)
+        if hooks.watching("enqueued"):
+            await hooks.emit("enqueued", jobs, results)
         stored = sum(1 for r in results if not r.deduplicated)
         self.enqueued += stored
         return stored

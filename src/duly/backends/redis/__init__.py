@@ -320,6 +320,7 @@ class RedisBackend:
                 status,
                 where.task,
                 where.queue,
+                where.before,
             )
         return [codec.record(job_id.decode(), flat) for job_id, flat in rows]
 
