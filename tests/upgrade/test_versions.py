@@ -44,3 +44,22 @@ def test_the_changelog_has_a_section_per_release() -> None:
             continue
         day = git("show", "-s", "--format=%cs", release.commit).stdout.strip()
         assert dated[release.version] == day, f"{release.version} was released on {day}"
+
+
+def _bullets(changelog: str, section: str) -> list[str]:
+    """The entries (``- ...`` with their continuation lines) of ``## [section]``."""
+    body = re.split(rf"^## \[{re.escape(section)}\].*$", changelog, flags=re.MULTILINE)[1]
+    body = re.split(r"^## ", body, flags=re.MULTILINE)[0]
+    return [b.strip() for b in re.split(r"^- ", body, flags=re.MULTILINE)[1:]]
+
+
+def test_a_release_section_says_what_its_commit_had() -> None:
+    """A merge can slip a new entry into a released section: each one lists exactly what the
+    release commit's CHANGELOG had (under Unreleased, or under its version)."""
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    for release in releases():
+        if not in_history(release.commit):
+            continue  # test_the_changelog_has_a_section_per_release fails it under CI
+        then = git("show", f"{release.commit}:CHANGELOG.md").stdout
+        name = release.version if f"## [{release.version}]" in then else "Unreleased"
+        assert _bullets(text, release.version) == _bullets(then, name), release.version
