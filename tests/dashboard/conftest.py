@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
 
 import pytest
 from served import (
@@ -22,12 +21,12 @@ from served import (
     CHROMIUM_ARGS,
     READ,
     Dash,
+    backend_url,
     chromium_path,
     in_thread,
     register_tasks,
     serve,
 )
-from services import POSTGRES_URL, REDIS_URL, require_service
 
 import duly
 
@@ -53,16 +52,6 @@ def browser() -> Iterator[Any]:
             yield chromium
         finally:
             chromium.close()
-
-
-def backend_url(kind: str, tmp_path: Path) -> tuple[str, str]:
-    """A URL and namespace of this test's own on backend ``kind``."""
-    require_service(kind)
-    if kind == "sqlite":
-        return f"sqlite:///{tmp_path / 'duly.db'}", "duly"
-    if kind == "redis":
-        return REDIS_URL, f"t{uuid4().hex[:12]}"
-    return POSTGRES_URL, f"t_{uuid4().hex[:12]}"
 
 
 async def _drop(app: duly.App) -> None:
