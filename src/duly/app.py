@@ -33,6 +33,8 @@ from duly.transactions import Transactions
 from duly.watch import WatchConfig
 
 if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
     from duly.worker import Worker
 
 __all__ = ["App", "FailureCallback"]
@@ -483,6 +485,19 @@ class App(AppQueries):
 
     async def _ping(self) -> None:
         await (await self.backend()).ping()
+
+    # -- HTTP (duly.http) -------------------------------------------------------------------
+    def asgi(
+        self,
+        read_tokens: Iterable[str] | None = None,
+        admin_tokens: Iterable[str] | None = None,
+        **options: Any,
+    ) -> Starlette:
+        """The HTTP API and dashboard as a Starlette app (needs ``duly[dashboard]``): read
+        tokens may GET, admin tokens may also POST. Mount it anywhere. See ``docs/http.md``."""
+        from duly.http import build_asgi
+
+        return build_asgi(self, read_tokens, admin_tokens, **options)
 
     # -- running ---------------------------------------------------------------------------
     def worker(self, **options: Any) -> Worker:

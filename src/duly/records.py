@@ -13,6 +13,7 @@ from typing import Final, Literal
 __all__ = [
     "ACTIVE_STATUSES",
     "FINISHED_STATUSES",
+    "ID_CEILING",
     "STATS_RETENTION",
     "STATUSES",
     "EnqueueResult",
@@ -29,6 +30,7 @@ __all__ = [
     "RateRequest",
     "Recovered",
     "StatRow",
+    "StorageFormat",
     "UniqueUntil",
     "WorkerRecord",
 ]
@@ -52,6 +54,10 @@ FINISHED_STATUSES: Final[frozenset[str]] = frozenset({"succeeded", "failed", "ca
 
 OutcomeKind = Literal["succeeded", "failed", "retry", "release", "again"]
 UniqueUntil = Literal["start", "finish"]
+
+#: Sorts after every job id (ULIDs: 26 characters of ``0-9A-Z``) in any collation: the
+#: ``before`` of a listing's first page.
+ID_CEILING: Final = "Z" * 32
 
 #: How long per-minute counters and the records of workers that vanished are kept by default
 #: (``App(stats_retention=)``; ``Backend.purge``'s ``keep``), in seconds.
@@ -185,6 +191,8 @@ class JobFilter:
     status: str | None = None
     task: str | None = None
     queue: str | None = None
+    #: Only jobs whose id sorts before this one (the next page of a newest-first listing).
+    before: str | None = None
 
 
 @dataclass(slots=True)
@@ -212,6 +220,17 @@ class StatRow:
     succeeded: int = 0
     failed: int = 0
     retried: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StorageFormat:
+    """The storage format of a backend's data (``Backend.storage_format``): ``stored``, the
+    format the data is in (0 when nothing was stored yet), and ``readable``, the newest format
+    this duly reads and writes. An older duly refuses data with ``stored > readable``
+    (``StorageTooNew``); a newer one upgrades it in place when it opens the backend."""
+
+    stored: int
+    readable: int
 
 
 @dataclass(slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable, Iterable
 from datetime import timedelta
@@ -41,6 +42,7 @@ class WatchTaskSettings(TypedDict, total=False):
     concurrency_key: str | None
     rate_limit: str | None
     rate_key: str | None
+    secret: Iterable[str] | None
 
 
 class TaskSettings(WatchTaskSettings, total=False):
@@ -113,7 +115,25 @@ def task_config(
         priority=settings.get("priority", 0),
         limits=limits,
         retry_timeouts=watch is None,  # a watch's check over its timeout ends the watch
+        secret=_secret_names(fn, settings.get("secret")),
     )
+
+
+def _secret_names(fn: Callable[..., Any], secret: Iterable[str] | None) -> tuple[str, ...]:
+    """``secret=`` checked against ``fn``'s parameters (a typo would leak the value)."""
+    if secret is None:
+        return ()
+    if isinstance(secret, str):
+        raise TypeError(f"secret= takes parameter names, e.g. secret=({secret!r},)")
+    names = tuple(secret)
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+        return names
+    for name in names:
+        if not isinstance(name, str) or name not in parameters:
+            raise ConfigurationError(f"secret=: {fn.__qualname__} has no parameter {name!r}")
+    return names
 
 
 class Registry:

@@ -75,6 +75,8 @@ class TaskConfig:
     limits: Limits | None = None  # unique / mutex / concurrency / rate limit (duly.limits)
     #: False: a run over ``timeout`` fails at once (a watch's timeout guard), not retried.
     retry_timeouts: bool = True
+    #: Parameters shown as ``"***"`` outside the worker (``duly.secrets``).
+    secret: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():

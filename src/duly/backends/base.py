@@ -58,6 +58,7 @@ from duly.records import (
     RateRequest,
     Recovered,
     StatRow,
+    StorageFormat,
     WorkerRecord,
 )
 
@@ -86,6 +87,13 @@ class Backend(Protocol):
         """Bring the stored format up to date now; the migration versions applied (none for a
         backend without a schema, which still checks it is reachable). Raises
         BackendUnavailable."""
+        ...
+
+    async def storage_format(self) -> StorageFormat:
+        """The format the stored data is in and the newest one this duly reads (SQL backends:
+        the highest migration applied; Redis: the ``format`` key). ``open`` and ``migrate``
+        upgrade older data to ``readable`` and raise ``StorageTooNew`` on newer data, as does
+        ``enqueue_blocking``, which opens nothing. Raises BackendUnavailable."""
         ...
 
     async def close(self) -> None:
@@ -265,7 +273,9 @@ class Backend(Protocol):
     async def list_jobs(self, where: JobFilter, limit: int) -> list[JobRecord]:
         """Jobs matching every set field of ``where``, newest first (by id), at most ``limit``.
 
-        With ``key`` set, reads only that key's index (never scans other jobs).
+        With ``key`` set, reads only that key's index (never scans other jobs). With ``before``
+        set, only jobs with a smaller id: the page after the one that ended at ``before``,
+        reached through the index without reading the newer jobs again.
         """
         ...
 

@@ -47,6 +47,7 @@ from duly.errors import BackendUnavailable
 from duly.freshness_state import FreshnessRequest, ScopeState
 from duly.limits import gcra_slots
 from duly.records import (
+    ID_CEILING,
     STATS_RETENTION,
     JobFilter,
     JobRecord,
@@ -339,6 +340,7 @@ class PostgresBackend(Grouping):
             "status": where.status,
             "task": where.task,
             "queue": where.queue,
+            "before": ID_CEILING if where.before is None else where.before,
             "limit": max(int(limit), 0),
         }
         if where.key is None:

@@ -730,7 +730,8 @@ SELECT {columns} FROM {schema}.jobs j WHERE j.id = %(id)s;
 -- Newest first through the primary key (or jobs_status when a status is given).
 SELECT {columns}
 FROM {schema}.jobs j
-WHERE (%(status)s::text IS NULL OR j.status = %(status)s)
+WHERE j.id < %(before)s
+  AND (%(status)s::text IS NULL OR j.status = %(status)s)
   AND (%(task)s::text IS NULL OR j.task = %(task)s)
   AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
 ORDER BY j.id DESC
@@ -741,6 +742,7 @@ LIMIT %(limit)s;
 SELECT {columns}
 FROM {schema}.jobs j
 WHERE j.key = %(key)s
+  AND j.id < %(before)s
   AND (%(status)s::text IS NULL OR j.status = %(status)s)
   AND (%(task)s::text IS NULL OR j.task = %(task)s)
   AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)

@@ -478,6 +478,7 @@ class Scripts:
         status: str | None,
         task: str | None,
         queue: str | None,
+        before: str | None = None,
     ) -> list[tuple[bytes, RawHash]]:
         reply = await self._call(
             self.list_script,
@@ -491,6 +492,7 @@ class Scripts:
                 status or "",
                 task or "",
                 queue or "",
+                before or "",
             ],
         )
         return list(zip(reply[::2], reply[1::2], strict=True))

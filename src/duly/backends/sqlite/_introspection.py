@@ -11,7 +11,7 @@ from typing import Any
 
 from duly.backends.sqlite import _rows
 from duly.backends.sqlite._tx import QUERIES
-from duly.records import JobFilter, JobRecord, QueueStats, StatRow, WorkerRecord
+from duly.records import ID_CEILING, JobFilter, JobRecord, QueueStats, StatRow, WorkerRecord
 
 __all__ = [
     "get_job",
@@ -42,6 +42,7 @@ def list_jobs(where: JobFilter, limit: int) -> Callable[[sqlite3.Connection], li
         "status": where.status,
         "task": where.task,
         "queue": where.queue,
+        "before": ID_CEILING if where.before is None else where.before,
         "limit": limit,
     }
     if where.key is not None:

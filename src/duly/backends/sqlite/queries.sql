@@ -394,6 +394,7 @@ SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        lease_until, lost, expire_at, rate_slot
 FROM jobs INDEXED BY jobs_key
 WHERE key = :key
+  AND id < :before
   AND (:status IS NULL OR status = :status)
   AND (:task IS NULL OR task = :task)
   AND (:queue IS NULL OR queue = :queue)
@@ -407,6 +408,7 @@ SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        lease_until, lost, expire_at, rate_slot
 FROM jobs INDEXED BY jobs_status
 WHERE status = :status
+  AND id < :before
   AND (:task IS NULL OR task = :task)
   AND (:queue IS NULL OR queue = :queue)
 ORDER BY id DESC
@@ -418,7 +420,8 @@ SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
        lease_until, lost, expire_at, rate_slot
 FROM jobs
-WHERE (:task IS NULL OR task = :task)
+WHERE id < :before
+  AND (:task IS NULL OR task = :task)
   AND (:queue IS NULL OR queue = :queue)
 ORDER BY id DESC
 LIMIT :limit;
