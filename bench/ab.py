@@ -10,7 +10,9 @@ the targets in turn, round after round, and prints each median and the ratios to
 
 Metrics: ``enqueue``, ``bulk``, ``drain_<mode>`` (``drain_default``, ``drain_one``, ...),
 ``lat_p50`` / ``lat_p99``. Targets: ``duly/redis``, ``duly/postgres``, ``duly/sqlite`` (as in
-``bench/run.py``) and the peers of ``bench/peers/``. Every step is the harness's own
+``bench/run.py``), each also as ``duly/<backend>+metrics`` (the worker with a
+``PrometheusHook``: what metrics cost, ``drain_default duly/redis,duly/redis+metrics``), and
+the peers of ``bench/peers/``. Every step is the harness's own
 (``bench/harness.py``), so the numbers mean what the ``make bench`` table means.
 """
 
@@ -35,10 +37,13 @@ def make_peer(target: str) -> Any:
     if target.startswith("duly/"):
         from bench.duly_bench import DulyPeer
 
-        url = DULY_TARGETS[target]
+        base, plus, extra = target.partition("+")
+        if plus and extra != "metrics":
+            raise SystemExit(f"unknown variant {target!r}: duly/<backend>+metrics is the one")
+        url = DULY_TARGETS[base]
         if url.startswith("sqlite:"):
             Path(url.split("sqlite:///", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
-        return DulyPeer(url)
+        return DulyPeer(url, metrics=bool(plus))
     return importlib.import_module(f"bench.peers.{target}_peer").Peer()
 
 

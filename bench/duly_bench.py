@@ -66,7 +66,13 @@ class DulyPeer:
 
     has_bulk = True
 
-    def __init__(self, url: str, processes: list[int] | None = None, redis_counter: bool = True):
+    def __init__(
+        self,
+        url: str,
+        processes: list[int] | None = None,
+        redis_counter: bool = True,
+        metrics: bool = False,
+    ):
         import duly
 
         self.url = url
@@ -74,7 +80,7 @@ class DulyPeer:
         base, ns = split_url(url)
         self.base_url = base
         self.namespace = ns or "bench"
-        self.name = f"duly/{self.store}"
+        self.name = f"duly/{self.store}" + ("+metrics" if metrics else "")
         self.version = duly.__version__
         # "default": `duly worker` as shipped (one process per core); "one": --processes 1;
         # "pN": --processes N for each N > 1 asked for.
@@ -87,6 +93,7 @@ class DulyPeer:
             "BENCH_DULY_URL": url,
             "BENCH_COUNTER": "redis" if redis_counter else "none",
             "BENCH_STAMP_FILE": self.stamp_file,
+            "BENCH_METRICS": "1" if metrics else "0",
         }
         os.environ.update(self.env)  # for bench.duly_jobs imported here
         self.app: Any = None
@@ -102,6 +109,7 @@ class DulyPeer:
         if self.app is not None:
             with contextlib.suppress(Exception):
                 self.app.close()
+        os.environ.update(self.env)  # this peer's variant (another peer may have set its own)
         self.app = make_app(self.url, self.namespace)
         self.noop = self.app.tasks["bench.noop"]
         self.stamp = self.app.tasks["bench.stamp"]

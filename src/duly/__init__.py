@@ -32,6 +32,7 @@ from duly.errors import (
     PayloadTooLarge,
     Retry,
     SerializationError,
+    StorageTooNew,
     TaskNotFound,
     Throttled,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "SerializationError",
     "Signature",
     "StatRow",
+    "StorageTooNew",
     "SystemClock",
     "Task",
     "TaskNotFound",

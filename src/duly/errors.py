@@ -5,6 +5,7 @@
     DulyError
     ├── BackendUnavailable      the backend could not be reached (enqueue, lookups, the worker)
     ├── ConfigurationError      a bad URL, a missing extra, an invalid option
+    ├── StorageTooNew           the backend's data was stored by a newer duly: upgrade duly
     ├── PayloadError            arguments that cannot be stored, or no longer fit their task
     │   ├── SerializationError  (also a TypeError) a value JSON cannot carry faithfully
     │   ├── ArgumentsMismatch   (also a TypeError) arguments that do not fit the task's signature
@@ -40,6 +41,7 @@ __all__ = [
     "PayloadTooLarge",
     "Retry",
     "SerializationError",
+    "StorageTooNew",
     "TaskNotFound",
     "Throttled",
 ]
@@ -58,6 +60,26 @@ class BackendUnavailable(DulyError):
 
 class ConfigurationError(DulyError):
     """duly is configured wrongly."""
+
+
+class StorageTooNew(DulyError):
+    """The backend's data was stored by a newer duly than this one: upgrade duly.
+
+    Raised when a backend opens (and by a sync enqueue, which opens nothing) on data whose
+    storage format is newer than the newest this duly reads: ``stored`` and ``readable`` are
+    the two format numbers. Nothing was written.
+    """
+
+    def __init__(self, where: str = "", stored: int = 0, readable: int = 0) -> None:
+        self.stored = stored
+        self.readable = readable
+        message = None
+        if stored:
+            head = f"{where}: " if where else ""
+            message = (
+                f"{head}stored by format {stored}, this duly reads up to {readable}: upgrade duly"
+            )
+        super().__init__(message)
 
 
 class EventsTrimmed(DulyError):

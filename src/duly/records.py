@@ -30,6 +30,7 @@ __all__ = [
     "RateRequest",
     "Recovered",
     "StatRow",
+    "StorageFormat",
     "UniqueUntil",
     "WebhookRecord",
     "WorkerRecord",
@@ -220,6 +221,17 @@ class StatRow:
     succeeded: int = 0
     failed: int = 0
     retried: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StorageFormat:
+    """The storage format of a backend's data (``Backend.storage_format``): ``stored``, the
+    format the data is in (0 when nothing was stored yet), and ``readable``, the newest format
+    this duly reads and writes. An older duly refuses data with ``stored > readable``
+    (``StorageTooNew``); a newer one upgrades it in place when it opens the backend."""
+
+    stored: int
+    readable: int
 
 
 @dataclass(slots=True)

@@ -4,6 +4,7 @@ carries the whole record. Each test drives the real ``duly`` in a subprocess."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -156,13 +157,18 @@ def test_read_only_commands_never_create_the_database(tmp_path: Path) -> None:
 @pytest.mark.timeout(60)
 def test_an_unknown_job_names_the_backend_without_its_password(tmp_path: Path) -> None:
     require_service("postgres")
-    url = "postgresql://postgres:secret@127.0.0.1:5432/test"  # trust auth: any password works
-    for action in ("status", "retry", "cancel"):
-        done = E2E.run_cli(tmp_path, action, UNKNOWN_ID, "--url", url)
-        assert done.returncode == 1, done.stderr
-        line = one_clear_line(done.stderr)
-        assert f"no job {UNKNOWN_ID} in postgresql://postgres:***@127.0.0.1:5432/test" in line
-        assert "secret" not in line
+    # trust auth: any password works; a schema of its own (not the shared default ``duly``)
+    url = f"postgresql://postgres:secret@127.0.0.1:5432/test?namespace=t_{os.getpid()}_unknown"
+    try:
+        for action in ("status", "retry", "cancel"):
+            done = E2E.run_cli(tmp_path, action, UNKNOWN_ID, "--url", url)
+            assert done.returncode == 1, done.stderr
+            line = one_clear_line(done.stderr)
+            assert f"no job {UNKNOWN_ID} in postgresql://postgres:***@127.0.0.1:5432/test" in line
+            assert "secret" not in line
+    finally:
+        backend = backend_from_url(url)
+        asyncio.run(backend.drop())
 
 
 # -- URLs ------------------------------------------------------------------------------------------

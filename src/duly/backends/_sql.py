@@ -2,17 +2,23 @@
 
 A query file holds blocks that each start with a line ``-- name: <query_name>``; everything up to
 the next such line is that query. Migrations are files ``migrations/NNNN_<title>.sql`` applied in
-order of NNNN, each recorded in a version table by the backend's own runner.
+order of NNNN, each recorded in a version table by the backend's own runner. The highest
+version applied is the storage format of the data (``Backend.storage_format``): a duly that
+lacks it refuses the data (``StorageTooNew``) instead of running on a schema it does not know.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
-__all__ = ["Migration", "load_migrations", "load_queries"]
+from duly.errors import StorageTooNew
+from duly.records import StorageFormat
+
+__all__ = ["Migration", "check_format", "format_of", "load_migrations", "load_queries"]
 
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 _MIGRATION = re.compile(r"^(\d{4})_(\w+)\.sql$")
@@ -53,4 +59,22 @@ def load_migrations(package: str) -> list[Migration]:
     for before, migration in itertools.pairwise(found):
         if migration.version == before.version:
             raise ValueError(f"{package}: two migrations {migration.version:04d}")
+    return found
+
+
+def format_of(migrations: Sequence[Migration], applied: Iterable[int]) -> StorageFormat:
+    """The storage format of a schema with the ``applied`` versions, for a duly that has
+    ``migrations``."""
+    return StorageFormat(max(applied, default=0), migrations[-1].version if migrations else 0)
+
+
+def check_format(
+    migrations: Sequence[Migration], applied: Iterable[int], where: str | Callable[[], str]
+) -> StorageFormat:
+    """``format_of``, or ``StorageTooNew`` (saying ``where``) when a newer duly applied a
+    migration past the last of ``migrations``."""
+    found = format_of(migrations, applied)
+    if found.stored > found.readable:
+        place = where if isinstance(where, str) else where()
+        raise StorageTooNew(place, found.stored, found.readable)
     return found

@@ -58,6 +58,7 @@ from duly.records import (
     RateRequest,
     Recovered,
     StatRow,
+    StorageFormat,
     WebhookRecord,
     WorkerRecord,
 )
@@ -87,6 +88,13 @@ class Backend(Protocol):
         """Bring the stored format up to date now; the migration versions applied (none for a
         backend without a schema, which still checks it is reachable). Raises
         BackendUnavailable."""
+        ...
+
+    async def storage_format(self) -> StorageFormat:
+        """The format the stored data is in and the newest one this duly reads (SQL backends:
+        the highest migration applied; Redis: the ``format`` key). ``open`` and ``migrate``
+        upgrade older data to ``readable`` and raise ``StorageTooNew`` on newer data, as does
+        ``enqueue_blocking``, which opens nothing. Raises BackendUnavailable."""
         ...
 
     async def close(self) -> None:

@@ -332,8 +332,8 @@ def workers(as_json: bool, app_path: str | None, url: str | None) -> None:
 @app_options
 @translate_errors
 def migrate(app_path: str | None, url: str | None) -> None:
-    """Create or upgrade duly's schema (SQL backends; Redis needs none). Exit 2 if the backend
-    cannot be reached."""
+    """Create or upgrade duly's stored format (SQL migrations; Redis format steps). Exit 2 if
+    the backend cannot be reached, or holds data of a newer duly."""
     app = load_app(app_path, url)
     versions = app.migrate()
     if versions:

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from duly.http import events, jobs, ops, schedules, webhooks
+from duly.http import bulk, events, jobs, ops, schedules, webhooks
 from duly.http.api import Endpoint, error_response, handler, json_response
 from duly.http.auth import Auth
 from duly.http.dashboard import routes as dashboard_routes
@@ -37,6 +37,7 @@ def endpoints(keepalive: float = events.KEEPALIVE) -> list[Endpoint]:
     return [
         *ops.ENDPOINTS,
         *jobs.ENDPOINTS,
+        *bulk.ENDPOINTS,
         *schedules.ENDPOINTS,
         events.events_endpoint(keepalive),
         *webhooks.ENDPOINTS,

@@ -236,15 +236,22 @@ class Worker:
             except BackendUnavailable as exc:
                 left = give_up - time.monotonic()
                 if self.stopping or left <= 0:
-                    self._remove_signals()  # run() has not reached its finally: undo its set-up
-                    if self._threads is not None:
-                        self._threads.shutdown()
+                    self._undo_setup()
                     if self.stopping:
                         raise
                     raise BackendUnavailable(f"{exc} (gave up after {limit:g}s)") from exc
                 log.warning("backend unavailable (%s); retrying in %.1fs", exc, delay)
                 await self._sleep(min(delay, left))
                 delay = min(delay * 2, 10.0)
+            except BaseException:  # e.g. StorageTooNew: data of a newer duly
+                self._undo_setup()
+                raise
+
+    def _undo_setup(self) -> None:
+        """run() has not reached its finally: undo its set-up."""
+        self._remove_signals()
+        if self._threads is not None:
+            self._threads.shutdown()
 
     async def _call(self, coro: Any, what: str) -> Any:
         """Await a backend call; on BackendUnavailable log and return None (caller retries)."""

@@ -1,22 +1,27 @@
-"""The schema of the PostgreSQL backend: migrations, the check with auto_migrate off, drop."""
+"""The schema of the PostgreSQL backend: migrations, the check with auto_migrate off, the
+storage format (the highest migration applied; a newer one than this duly's is refused with
+``StorageTooNew``), drop."""
 
 from __future__ import annotations
 
 import functools
 import zlib
-from typing import Any
+from typing import Any, Final
 
 import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from duly.backends._sql import load_migrations
+from duly.backends._sql import check_format, format_of, load_migrations
 from duly.backends.postgres._first_use import FirstUse, run_blocking
 from duly.backends.postgres._pool import Connections
 from duly.backends.postgres._queries import PACKAGE, bind
 from duly.errors import ConfigurationError
+from duly.records import StorageFormat
 
 __all__ = ["Migrations"]
+
+_MIGRATIONS: Final = load_migrations(PACKAGE)
 
 
 class Migrations(Connections):
@@ -59,7 +64,8 @@ class Migrations(Connections):
                 await conn.execute(self._q["create_version_table"])
                 cur = await conn.execute(self._q["applied_versions"])
                 done = {row[0] for row in await cur.fetchall()}
-                for migration in load_migrations(PACKAGE):
+                check_format(_MIGRATIONS, done, self._format_where)
+                for migration in _MIGRATIONS:
                     if migration.version in done:
                         continue
                     async with conn.transaction():
@@ -77,22 +83,35 @@ class Migrations(Connections):
             await conn.close()
         return applied
 
-    async def _check_schema(self) -> None:
-        """With auto_migrate off: fail clearly when the schema is missing or behind."""
+    @property
+    def _format_where(self) -> str:
+        return f"PostgreSQL schema {self.schema!r} at {self._where}"
+
+    async def _applied(self) -> set[int]:
+        """The migrations applied to the schema (none when it does not exist)."""
         conn = await self._connect()
         try:
             table = f"{sql.Identifier(self.schema).as_string()}.schema_version"
             cur = await conn.execute(self._q["schema_exists"], {"table": table})
             row = await cur.fetchone()
-            done: set[int] = set()
-            if row and row[0]:
-                cur = await conn.execute(self._q["applied_versions"])
-                done = {r[0] for r in await cur.fetchall()}
+            if not row or not row[0]:
+                return set()
+            cur = await conn.execute(self._q["applied_versions"])
+            return {r[0] for r in await cur.fetchall()}
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from exc
         finally:
             await conn.close()
-        missing = [m.version for m in load_migrations(PACKAGE) if m.version not in done]
+
+    async def storage_format(self) -> StorageFormat:
+        """The highest migration applied (the format) and the last one this duly has."""
+        return format_of(_MIGRATIONS, await self._applied())
+
+    async def _check_schema(self) -> None:
+        """With auto_migrate off: fail clearly when the schema is missing, behind or newer."""
+        done = await self._applied()
+        check_format(_MIGRATIONS, done, self._format_where)
+        missing = [m.version for m in _MIGRATIONS if m.version not in done]
         if missing:
             raise ConfigurationError(
                 f"PostgreSQL schema {self.schema!r} at {self._where} lacks migrations "
@@ -100,17 +119,19 @@ class Migrations(Connections):
             )
 
     def _migrated_blocking(self, pool: ConnectionPool[psycopg.Connection[Any]]) -> bool:
-        """True when every migration is applied already, as it is once the app or a worker
-        has opened the schema: two reads on the pool's first connection, where ``migrate``
-        needs a connection of its own, a thread and the advisory lock (the first blocking
-        enqueue of a process waited for all of that)."""
+        """True when every migration is applied already (``StorageTooNew`` when a newer duly
+        applied more), as it is once the app or a worker has opened the schema: two reads on
+        the pool's first connection, where ``migrate`` needs a connection of its own, a thread
+        and the advisory lock (the first blocking enqueue of a process waited for all of
+        that)."""
         table = f"{sql.Identifier(self.schema).as_string()}.schema_version"
         with pool.connection() as conn:
             row = conn.execute(self._q["schema_exists"], {"table": table}).fetchone()
             if not row or not row[0]:
                 return False
             done = {r[0] for r in conn.execute(self._q["applied_versions"]).fetchall()}
-        return all(m.version in done for m in load_migrations(PACKAGE))
+        check_format(_MIGRATIONS, done, self._format_where)
+        return all(m.version in done for m in _MIGRATIONS)
 
     def _migrate_blocking(self) -> None:
         """Run ``migrate`` from sync code, even from inside a running event loop."""

@@ -6,7 +6,8 @@ the namespace's wake channel; waiting never holds a pooled connection.
 
 This module maps each protocol method to one script or command; the rest lives beside it:
 ``connection.py`` (client, blocking connections, auto-pipeline, errors), ``scripts.py`` (the
-typed script calls), ``codec.py`` (replies to records, by field name), ``wake.py`` (waiting).
+typed script calls), ``format.py`` (the storage format, checked and upgraded at ``open``),
+``codec.py`` (replies to records, by field name), ``wake.py`` (waiting).
 
 Listing (``list_jobs``) reads, newest first: the key's index when ``key`` is set; the status
 index for a finished status; the running set for ``running``; else the index of every job.
@@ -31,6 +32,7 @@ from duly.backends.redis.connection import (
     guard,
     make_client,
 )
+from duly.backends.redis.format import Formats
 from duly.backends.redis.keys import Keyspace
 from duly.backends.redis.scripts import Scripts
 from duly.backends.redis.topology import Topology
@@ -51,6 +53,7 @@ from duly.records import (
     RateRequest,
     Recovered,
     StatRow,
+    StorageFormat,
     WebhookRecord,
     WorkerRecord,
 )
@@ -79,6 +82,7 @@ class RedisBackend:
         self._loaded = False
         self._blocking = BlockingConnections(self.topology)
         self._wake = Wake(self.keys.wake, self._safe_url)
+        self._formats = Formats(self.keys, f"Redis namespace {namespace!r} at {self._safe_url}")
 
     def __repr__(self) -> str:
         return f"RedisBackend({self._safe_url!r}, namespace={self.namespace!r})"
@@ -102,11 +106,18 @@ class RedisBackend:
             if not self._loaded:
                 await self._scripts.load(client)
                 self._loaded = True
+            if not self._formats.ready:
+                await self._formats.ensure(client)
 
     async def migrate(self) -> list[int]:
-        """Redis keeps no schema: only check the server answers (and load the scripts)."""
+        """Redis keeps no schema: check the server answers, load the scripts, and check (and
+        upgrade) the storage format (``format.py``)."""
         await self.open()
         return []
+
+    async def storage_format(self) -> StorageFormat:
+        with guard(self._safe_url, "storage_format"):
+            return await self._formats.read(self._redis)
 
     async def close(self) -> None:
         await self._wake.stop()
@@ -145,6 +156,8 @@ class RedisBackend:
         if not jobs:
             return []
         with guard(self._safe_url, "enqueue"):
+            if not self._formats.ready:
+                self._formats.ensure_blocking(self._blocking.evaluate)
             if self.topology.kind == "cluster":
                 found = self._scripts.enqueue_blocking_cluster(self._blocking.cluster(), jobs)
             else:

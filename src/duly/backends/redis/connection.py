@@ -212,6 +212,19 @@ class BlockingConnections:
             local.conn, local.generation = conn, _fork_generation
         return conn
 
+    def evaluate(self, source: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """Run the Lua ``source`` once (EVAL: for rare calls, no script to register) on this
+        thread's connection, or through the cluster client on a cluster."""
+        if self.topology.kind == "cluster":
+            return self.cluster().eval(source, len(keys), *keys, *args)
+        conn: Any = self.connection()  # redis-py: untyped
+        try:
+            conn.send_command("EVAL", source, len(keys), *keys, *args)
+            return conn.read_response()
+        except BaseException:
+            conn.disconnect()
+            raise
+
     def close(self) -> None:
         """Close every thread's connection (a later call makes a new one)."""
         with self._lock:

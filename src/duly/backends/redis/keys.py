@@ -39,6 +39,8 @@ key                     type    content
                                 retention (s), ``k`` key, ``cb`` = 1 with a callback, ``done``
                                 completed_at; EXPIRE ``ret`` once complete
 ``gs:<id>``             set     member ids whose outcome the group counted (once each)
+``format``              string  the storage format of the namespace's data (format.py); absent
+                                with data = format 1 (duly 0.1.0 recorded none)
 ``wake`` (channel)      pubsub  a queue name is published when a job may be claimable in it
 ``f:<member>``          hash    one freshness scope (PRODUCT §7), member = ``<name>\\x1f<scope>``;
                                 fields in lua/_freshness.lua
@@ -126,6 +128,7 @@ class Keyspace:
         "events",
         "events_count",
         "expiry",
+        "format",
         "namespace",
         "pattern",
         "prefix",
@@ -158,6 +161,7 @@ class Keyspace:
         self.events = p + "ev"
         self.events_count = p + "ev:n"
         self.webhooks = p + "hooks"
+        self.format = p + "format"
 
     def job(self, job_id: str) -> str:
         return f"{self.prefix}j:{job_id}"

@@ -54,6 +54,7 @@ from duly.backends.sqlite._connection import (
 from duly.backends.sqlite._thread import SqliteThread
 from duly.backends.sqlite._tx import QUERIES as _QUERIES
 from duly.backends.sqlite._tx import migrate as _migrate
+from duly.backends.sqlite._tx import storage_format as _storage_format
 from duly.backends.sqlite._tx import write as _write
 from duly.backends.sqlite._wakeup import WorkSignal
 from duly.errors import BackendUnavailable, ConfigurationError
@@ -72,6 +73,7 @@ from duly.records import (
     RateRequest,
     Recovered,
     StatRow,
+    StorageFormat,
     WebhookRecord,
     WorkerRecord,
 )
@@ -200,6 +202,10 @@ class SqliteBackend:
     async def migrate(self) -> list[int]:
         """Apply pending migrations in one transaction; return the versions applied."""
         return await self._run(_migrate, "migrating")
+
+    async def storage_format(self) -> StorageFormat:
+        """The highest migration applied (the format) and the last one this duly has."""
+        return await self._run(_storage_format, "reading the storage format")
 
     async def ping(self) -> None:
         """Read the database file; raise BackendUnavailable if it cannot be read."""

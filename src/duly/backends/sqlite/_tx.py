@@ -13,14 +13,16 @@ import time
 from collections.abc import Callable
 from typing import Final, TypeVar
 
-from duly.backends._sql import load_migrations, load_queries
+from duly.backends._sql import check_format, format_of, load_migrations, load_queries
 from duly.backends.sqlite._connection import statements
+from duly.records import StorageFormat
 
-__all__ = ["QUERIES", "migrate", "write"]
+__all__ = ["MIGRATIONS", "QUERIES", "migrate", "storage_format", "write"]
 
 T = TypeVar("T")
 
 QUERIES: Final = load_queries("duly.backends.sqlite")
+MIGRATIONS: Final = load_migrations("duly.backends.sqlite")
 
 
 def write(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -38,14 +40,15 @@ def write(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
 
 
 def migrate(conn: sqlite3.Connection) -> list[int]:
-    """Apply the pending migrations in one transaction; the versions applied."""
-    migrations = load_migrations("duly.backends.sqlite")
+    """Apply the pending migrations in one transaction; the versions applied.
+    ``StorageTooNew`` (nothing applied) when a newer duly migrated the database further."""
 
     def apply(conn: sqlite3.Connection) -> list[int]:
         conn.execute(QUERIES["migrations_table"])
         done = {row[0] for row in conn.execute(QUERIES["migrations_applied"])}
+        check_format(MIGRATIONS, done, lambda: _where(conn))
         applied = []
-        for migration in migrations:
+        for migration in MIGRATIONS:
             if migration.version in done:
                 continue
             for statement in statements(migration.sql):
@@ -58,3 +61,13 @@ def migrate(conn: sqlite3.Connection) -> list[int]:
         return applied
 
     return write(conn, apply)
+
+
+def storage_format(conn: sqlite3.Connection) -> StorageFormat:
+    """The storage format of the database ``conn`` is open on (see ``_sql.format_of``)."""
+    return format_of(MIGRATIONS, [row[0] for row in conn.execute(QUERIES["migrations_applied"])])
+
+
+def _where(conn: sqlite3.Connection) -> str:
+    path = conn.execute("PRAGMA database_list").fetchone()[2]
+    return f"SQLite database {path or ':memory:'}"

@@ -1,0 +1,65 @@
+// Live updates: one EventSource on api/v1/events for the whole page; views subscribe while
+// they are shown. EventSource resumes with Last-Event-ID by itself after a drop.
+
+import { url } from "./api.js";
+
+const listeners = new Set();
+let source = null;
+let state = "connecting";
+const stateListeners = new Set();
+
+function setState(next) {
+  state = next;
+  for (const fn of stateListeners) fn(state);
+}
+
+export function connect() {
+  if (source !== null || typeof EventSource === "undefined") return;
+  source = new EventSource(url("api/v1/events"), { withCredentials: true });
+  source.addEventListener("open", () => setState("live"));
+  source.addEventListener("error", () => setState("reconnecting"));
+  source.addEventListener("job", (msg) => {
+    let event;
+    try {
+      event = JSON.parse(msg.data);
+    } catch {
+      return;
+    }
+    for (const fn of listeners) fn(event);
+  });
+  source.addEventListener("reset", () => {
+    for (const fn of listeners) fn({ reset: true });
+  });
+}
+
+// fn(event) for every job event until the returned function is called.
+export function subscribe(fn) {
+  listeners.add(fn);
+  return () => listeners.delete(fn);
+}
+
+export function onState(fn) {
+  stateListeners.add(fn);
+  fn(state);
+  return () => stateListeners.delete(fn);
+}
+
+// Calls fn at most once per `ms`, trailing (coalesces bursts of events into one reload).
+export function throttle(fn, ms) {
+  let timer = null;
+  let pending = false;
+  return () => {
+    if (timer !== null) {
+      pending = true;
+      return;
+    }
+    fn();
+    timer = setTimeout(() => {
+      timer = null;
+      if (pending) {
+        pending = false;
+        fn();
+      }
+    }, ms);
+  };
+}
