@@ -27,6 +27,8 @@ from served import (
     register_tasks,
     serve,
 )
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
 import duly
 
@@ -60,13 +62,17 @@ async def _drop(app: duly.App) -> None:
 
 @pytest.fixture
 def make_dash(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., Dash]]:
-    """``make_dash(kind="sqlite", browser=True, setup=None)``: an App with the test tasks
-    (and ``setup(app)``'s), served by uvicorn with a read and an admin token."""
+    """``make_dash(kind="sqlite", browser=True, setup=None, mount="")``: an App with the test
+    tasks (and ``setup(app)``'s), served by uvicorn with a read and an admin token; with
+    ``mount``, inside another Starlette app at that path (``Dash.url`` includes it)."""
     stack = ExitStack()
     apps: list[duly.App] = []
 
     def make(
-        kind: str = "sqlite", browser: bool = True, setup: Callable[[duly.App], None] | None = None
+        kind: str = "sqlite",
+        browser: bool = True,
+        setup: Callable[[duly.App], None] | None = None,
+        mount: str = "",
     ) -> Dash:
         url, namespace = backend_url(kind, tmp_path)
         app = duly.App(url, namespace=namespace)
@@ -75,8 +81,11 @@ def make_dash(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callab
         if setup is not None:
             setup(app)
         chromium = request.getfixturevalue("browser") if browser else None
-        served = stack.enter_context(serve(app.asgi(read_tokens=[READ], admin_tokens=[ADMIN])))
-        return Dash(app, served, chromium, stack)
+        asgi: Any = app.asgi(read_tokens=[READ], admin_tokens=[ADMIN])
+        if mount:
+            asgi = Starlette(routes=[Mount(mount, app=asgi)])
+        served = stack.enter_context(serve(asgi))
+        return Dash(app, served + mount, chromium, stack)
 
     yield make
     stack.close()

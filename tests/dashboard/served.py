@@ -21,8 +21,6 @@ from typing import Any
 from urllib.parse import quote
 from uuid import uuid4
 
-from services import POSTGRES_URL, REDIS_URL, require_service
-
 import duly
 
 __all__ = [
@@ -193,6 +191,8 @@ def in_thread(run: Callable[[], Coroutine[Any, Any, Any]], app: duly.App) -> Non
 
 def backend_url(kind: str, tmp_path: Path) -> tuple[str, str]:
     """A URL and namespace of this test's own on backend ``kind``."""
+    from services import POSTGRES_URL, REDIS_URL, require_service  # tests/ (not for scripts)
+
     require_service(kind)
     if kind == "sqlite":
         return f"sqlite:///{tmp_path / 'duly.db'}", "duly"

@@ -166,3 +166,21 @@ def test_the_key_page_shows_the_jobs_watches_and_scopes_of_one_key(make_dash: An
     # check() of a never-synced scope enqueued its sync job: the scope links to it.
     sync = app.jobs(key="freshness:profiles:user:7")[0]
     assert page.locator(f'#key-scopes a[href="jobs/{sync.id}"]').count() == 1
+
+
+def test_the_page_works_mounted_under_a_path(make_dash: Any) -> None:
+    dash = make_dash(mount="/ops/duly")
+    first = dash.app.tasks["t.add"].enqueue(1, 1)
+    page = dash.page(ADMIN, "/jobs")  # next= is relative to the mount
+    assert page.url == f"{dash.url}/jobs"
+    page.wait_for_selector(f'tr[data-id="{first.id}"]')
+    second = dash.app.tasks["t.add"].enqueue(2, 2)  # the event stream works there too
+    page.wait_for_selector(f'tr[data-id="{second.id}"]')
+    page.click(f'tr[data-id="{first.id}"] a[href^="jobs/"]')
+    page.wait_for_selector("#job-id")
+    assert page.url == f"{dash.url}/jobs/{first.id}"
+    page.click("#nav a[data-section='queues']")
+    page.wait_for_selector("table.grid")
+    assert page.url == f"{dash.url}/queues"
+    page.reload()  # a history route answers the page itself
+    page.wait_for_selector("table.grid")

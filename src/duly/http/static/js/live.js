@@ -1,7 +1,7 @@
 // Live updates: one EventSource on api/v1/events for the whole page; views subscribe while
 // they are shown. EventSource resumes with Last-Event-ID by itself after a drop.
 
-import { url } from "./api.js";
+import { loadSession, url } from "./api.js";
 
 const listeners = new Set();
 let source = null;
@@ -16,8 +16,22 @@ function setState(next) {
 export function connect() {
   if (source !== null || typeof EventSource === "undefined") return;
   source = new EventSource(url("api/v1/events"), { withCredentials: true });
-  source.addEventListener("open", () => setState("live"));
-  source.addEventListener("error", () => setState("reconnecting"));
+  source.addEventListener("open", () => {
+    // A new stream after "offline" starts at "now": the views reload what they show.
+    if (state === "offline") for (const fn of listeners) fn({ reset: true });
+    setState("live");
+  });
+  source.addEventListener("error", () => {
+    if (source.readyState !== EventSource.CLOSED) {
+      setState("reconnecting"); // the browser retries by itself, with Last-Event-ID
+      return;
+    }
+    // Refused (the session ended, or the server is down): check the session (a 401 goes to
+    // the login page), then open a new stream.
+    source = null;
+    setState("offline");
+    setTimeout(() => loadSession().then(connect, () => setTimeout(connect, 5000)), 2000);
+  });
   source.addEventListener("job", (msg) => {
     let event;
     try {

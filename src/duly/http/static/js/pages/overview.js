@@ -4,6 +4,7 @@ import { get } from "../api.js";
 import { legend, lineChart } from "../charts.js";
 import { card, h, num, replace, stat } from "../dom.js";
 import { subscribe, throttle } from "../live.js";
+import { jobTable, link } from "../ui.js";
 import { depthChart } from "./queues.js";
 import { alive } from "./workers.js";
 
@@ -46,14 +47,22 @@ export async function render(ctx) {
       card("Queue depth", depth, depthOverTime),
     ),
   );
+  const failures = h("div", { id: "recent-failures" });
+  ctx.view.appendChild(card("Latest failures", failures));
   const samples = [];
 
   async function refresh() {
-    const [st, qs, ws] = await Promise.all([
+    const [st, qs, ws, failed] = await Promise.all([
       get("stats", { minutes: MINUTES }),
       get("queues", { limit: 500 }),
       get("workers", { limit: 500 }),
+      get("jobs", { status: "failed", limit: 5 }),
     ]);
+    replace(
+      failures,
+      jobTable(failed.jobs, "No failed job kept."),
+      failed.next ? link("jobs?status=failed", "All failed jobs »") : null,
+    );
     const { axis, series } = perMinute(st.rows, MINUTES);
     replace(outcomes, lineChart(axis, series, "jobs succeeded, failed and retried per minute"));
     const waiting = qs.queues.reduce((a, q) => a + q.queued + q.scheduled, 0);
