@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings
 from http_harness import AS_ADMIN, Hub
+from hypothesis import HealthCheck, given, settings
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -58,7 +58,7 @@ def test_no_server_error_and_schema_conformance(hub: Hub) -> None:
             try:
                 case.call_and_validate(headers=AS_ADMIN, excluded_checks=_EXCLUDED)
             except Exception as exc:  # every failure is collected, then reported at once
-                failures.append((operation.label, str(exc)[:800]))
+                failures.append((case.operation.label, str(exc)[:800]))
 
         run()
     print(
