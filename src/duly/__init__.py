@@ -45,6 +45,7 @@ from duly.records import STATUSES, JobStatus, QueueStats, StatRow, WorkerRecord
 from duly.registry import TaskSettings
 from duly.retry import Backoff
 from duly.task import Signature, Task
+from duly.webhooks import Webhook
 from duly.worker import Worker
 
 try:
@@ -90,6 +91,7 @@ __all__ = [
     "TaskNotFound",
     "TaskSettings",
     "Throttled",
+    "Webhook",
     "Worker",
     "WorkerRecord",
     "__version__",

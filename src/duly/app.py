@@ -31,6 +31,7 @@ from duly.scheduler.periodic import CatchUp
 from duly.task import Signature, Task, build_all, seconds
 from duly.transactions import Transactions
 from duly.watch import WatchConfig
+from duly.webhooks import Webhook, create_webhook, revoke_webhook
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -485,6 +486,24 @@ class App(AppQueries):
 
     async def _ping(self) -> None:
         await (await self.backend()).ping()
+
+    # -- webhooks (duly.webhooks) -------------------------------------------------------------
+    def create_webhook(self, sig: Signature) -> Webhook:
+        """A secret URL that enqueues ``sig`` when POSTed to (``duly.Webhook(secret, path)``;
+        served by ``app.asgi()`` at ``/hooks/<secret>``). Only a hash of the secret is stored."""
+        return self._sync(self.create_webhook_async(sig))
+
+    async def create_webhook_async(self, sig: Signature) -> Webhook:
+        """Async twin of ``create_webhook``."""
+        return await create_webhook(self, sig)
+
+    def revoke_webhook(self, secret: str) -> bool:
+        """Delete the webhook of ``secret`` (its URL answers 404 from now on); False if none."""
+        return self._sync(self.revoke_webhook_async(secret))
+
+    async def revoke_webhook_async(self, secret: str) -> bool:
+        """Async twin of ``revoke_webhook``."""
+        return await revoke_webhook(self, secret)
 
     # -- HTTP (duly.http) -------------------------------------------------------------------
     def asgi(
