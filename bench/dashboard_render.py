@@ -14,9 +14,10 @@ dropped at the end:
 3. each page is loaded ``--loads`` times after one warm-up load: ``/jobs`` (the newest 50),
    ``/jobs?before=<cursor>`` (the 50 jobs before the middle one: a page deep in the list), and
    ``/key/user:7``; then the overview ``/`` (its chart drawn) and ``/queues`` (the table),
-   whose queue counts read the million jobs. The time is the page's own: ``performance.now()`` (milliseconds since the
-   navigation started) when the jobs table is in the DOM — the HTML, the scripts, the session
-   call and the API's list call included. Medians are printed, with min and max.
+   whose queue counts read the million jobs. The time is the page's own:
+   ``performance.now()`` (milliseconds since the navigation started) when the page's table or
+   chart is in the DOM — the HTML, the scripts, the session call and the API's calls included.
+   Medians are printed, with min and max.
 
 Results also go to ``bench/results/dashboard_render.json``.
 """
