@@ -74,6 +74,9 @@ def test_the_overview_chart_updates_while_jobs_run(dash: Dash) -> None:
         "the chart to count the failure",
     )
     assert dash.app.get_job(boom.id).status == "failed"
+    page.click("#view .range a:has-text('24 h')")
+    page.wait_for_selector("text=Outcomes per minute (last 24 h)")
+    assert page.locator("#chart-outcomes svg").get_attribute("data-total-succeeded") == "5"
 
 
 def test_an_xss_payload_in_arguments_and_errors_renders_as_text(dash: Dash) -> None:
