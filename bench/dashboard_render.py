@@ -13,9 +13,11 @@ dropped at the end:
    browser, as the browser tests use it) logs in once;
 3. each page is loaded ``--loads`` times after one warm-up load: ``/jobs`` (the newest 50),
    ``/jobs?before=<cursor>`` (the 50 jobs before the middle one: a page deep in the list), and
-   ``/key/user:7``. The time is the page's own: ``performance.now()`` (milliseconds since the
-   navigation started) when the jobs table is in the DOM — the HTML, the scripts, the session
-   call and the API's list call included. Medians are printed, with min and max.
+   ``/key/user:7``; then the overview ``/`` (its chart drawn) and ``/queues`` (the table),
+   whose queue counts read the million jobs. The time is the page's own:
+   ``performance.now()`` (milliseconds since the navigation started) when the page's table or
+   chart is in the DOM — the HTML, the scripts, the session call and the API's calls included.
+   Medians are printed, with min and max.
 
 Results also go to ``bench/results/dashboard_render.json``.
 """
@@ -114,6 +116,8 @@ def bench(kind: str, jobs: int, loads: int) -> dict[str, Any]:
             "/jobs": ("/jobs", "#job-list table"),
             "/jobs?before=": (f"/jobs?before={encode_cursor(middle)}", "#job-list table"),
             "/key/user:7": ("/key/user:7", "#key-jobs table"),
+            "/": ("/", "#chart-outcomes svg"),
+            "/queues": ("/queues", "table.grid"),
         }
         with serve(app.asgi(admin_tokens=[TOKEN])) as base, sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
@@ -126,7 +130,7 @@ def bench(kind: str, jobs: int, loads: int) -> dict[str, Any]:
                     "min_ms": round(min(times)),
                     "max_ms": round(max(times)),
                 }
-                rows = page.locator(f"{selector} tbody tr").count()
+                rows = page.locator(f"{selector.split()[0]} tbody tr").count()
                 print(f"  {name:<16} {result[name]}  ({rows} rows)", file=sys.stderr)
             browser.close()
     finally:
@@ -154,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     kinds = [r["backend"] for r in results]
     print("| page | " + " | ".join(kinds) + " |")
     print("|---|" + "---|" * len(kinds))
-    for name in ("/jobs", "/jobs?before=", "/key/user:7"):
+    for name in ("/jobs", "/jobs?before=", "/key/user:7", "/", "/queues"):
         cells = [f"{r[name]['median_ms']} ms" for r in results]
         print(f"| `{name}` | " + " | ".join(cells) + " |")
     out = ROOT / "bench" / "results" / "dashboard_render.json"

@@ -10,7 +10,9 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
+import pytest
 from served import ADMIN, READ, RUNS, Dash, wait_until
+from services import BACKENDS
 
 XSS_ARG = "<img src=x onerror=alert(1)><script>alert('two')</script>"
 XSS_ERROR = "</pre><svg onload=alert(3)><b>bold</b>"
@@ -20,7 +22,9 @@ def status_of(page: Any) -> str:
     return str(page.locator("#job").get_attribute("data-status"))
 
 
-def test_the_jobs_page_shows_a_job_enqueued_while_it_is_open(dash: Dash) -> None:
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_the_jobs_page_shows_a_job_enqueued_while_it_is_open(make_dash: Any, kind: str) -> None:
+    dash = make_dash(kind)
     page = dash.page(ADMIN, "/jobs")
     page.wait_for_selector("#job-list table, #job-list .empty")
     page.evaluate("window.__same_document = true")
@@ -70,6 +74,9 @@ def test_the_overview_chart_updates_while_jobs_run(dash: Dash) -> None:
         "the chart to count the failure",
     )
     assert dash.app.get_job(boom.id).status == "failed"
+    page.click("#view .range a:has-text('24 h')")
+    page.wait_for_selector("text=Outcomes per minute (last 24 h)")
+    assert page.locator("#chart-outcomes svg").get_attribute("data-total-succeeded") == "5"
 
 
 def test_an_xss_payload_in_arguments_and_errors_renders_as_text(dash: Dash) -> None:

@@ -58,22 +58,40 @@ export function onState(fn) {
   return () => stateListeners.delete(fn);
 }
 
-// Calls fn at most once per `ms`, trailing (coalesces bursts of events into one reload).
+// Returns a trigger that runs the async `fn` at most once per `ms`, and never more often than
+// every 4x its own last duration: bursts of events coalesce into one reload, and a slow
+// reload (a million jobs to count) paces itself instead of loading the server.
 export function throttle(fn, ms) {
-  let timer = null;
+  let busy = false;
   let pending = false;
-  return () => {
-    if (timer !== null) {
-      pending = true;
+  let next = 0;
+  const run = async () => {
+    const wait = next - Date.now();
+    if (wait > 0) {
+      setTimeout(run, wait);
       return;
     }
-    fn();
-    timer = setTimeout(() => {
-      timer = null;
-      if (pending) {
-        pending = false;
-        fn();
+    busy = true;
+    pending = false;
+    const started = Date.now();
+    try {
+      await fn();
+    } catch {
+      // the view shows its own errors; live updates just carry on
+    }
+    const took = Date.now() - started;
+    next = Date.now() + Math.max(ms - took, 3 * took);
+    busy = false;
+    if (pending) run();
+  };
+  return () => {
+    if (busy || next > Date.now()) {
+      if (!pending) {
+        pending = true;
+        if (!busy) setTimeout(run, next - Date.now());
       }
-    }, ms);
+      return;
+    }
+    run();
   };
 }
