@@ -847,3 +847,40 @@ def test_blocking_enqueue_migrates_only_a_schema_that_needs_it(
         assert runs == ["m"]
     finally:
         backend.close_blocking()
+
+
+def test_event_readers_wait_only_for_transactions_that_wrote_events(
+    postgres_url: str, schema: str
+) -> None:
+    """A transaction open elsewhere on the cluster (another database, or this one without
+    events) does not hold event readers back; one holding an uncommitted event does."""
+
+    async def main() -> None:
+        backend = PostgresBackend(postgres_url, schema)
+        await backend.open()
+        try:
+            _, start = await backend.read_events(None, None, 0)
+            elsewhere = await psycopg.AsyncConnection.connect(
+                postgres_url.rsplit("/", 1)[0] + "/postgres"
+            )
+            await elsewhere.execute("SELECT txid_current()")  # an xid, held open
+            await backend.enqueue([new_job()])
+            began = time.monotonic()
+            events, _ = await backend.read_events(start, None, 10)
+            assert len(events) == 1 and time.monotonic() - began < 1.0
+            await elsewhere.rollback()
+            await elsewhere.close()
+            _, start = await backend.read_events(None, None, 0)
+            writer = await psycopg.AsyncConnection.connect(postgres_url)
+            async with writer, writer.transaction(force_rollback=True):
+                await backend.enqueue_on_async(writer, [new_job()])
+                await backend.enqueue([new_job()])  # committed, after the open one
+                # Its id is above the open transaction's: not final yet, not returned.
+                assert (await backend.read_events(start, None, 10))[0] == []
+            events, _ = await backend.read_events(start, None, 10)
+            assert len(events) == 1
+        finally:
+            await backend.drop()
+            await backend.close()
+
+    asyncio.run(main())

@@ -5,10 +5,12 @@ outcome counted once, the callback queued by the last one) is done by the trigge
 ``migrations/0005_groups_events.sql``.
 
 Event ids come from a sequence: allocated in order, committed in any order. So a reader first
-reads the highest id handed out (``events_allocated``), then a snapshot's xmax (``events_horizon``),
-and reads up to that id only once every transaction running at the horizon has ended
+reads the highest id handed out (``events_allocated``), then the transactions writing to the
+events table at that moment (``events_writers``: the holders of its RowExclusiveLock, taken
+before an id is drawn), and reads up to that id only once each of them has ended
 (``events_settled``): an event it returns can never be followed by one with a smaller id. A
-long transaction (a transactional enqueue left open) holds readers back until it ends.
+long transaction that wrote events (a transactional enqueue left open) holds readers back
+until it ends; other transactions, in this database or another, do not.
 """
 
 from __future__ import annotations
@@ -98,12 +100,12 @@ class Grouping(Enqueuing):
             position = _event_id(after)
             if bound <= position:
                 return [], after
-            cur = await conn.execute(self._q["events_horizon"])
-            [(horizon,)] = await cur.fetchall()
+            cur = await conn.execute(self._q["events_writers"])
+            [(writers,)] = await cur.fetchall()
             loop = asyncio.get_running_loop()
             give_up = loop.time() + _SETTLE_WAIT
-            while True:
-                cur = await conn.execute(self._q["events_settled"], {"horizon": horizon})
+            while writers:
+                cur = await conn.execute(self._q["events_settled"], {"writers": writers})
                 [(settled,)] = await cur.fetchall()
                 if settled:
                     break

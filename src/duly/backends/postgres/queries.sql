@@ -807,14 +807,23 @@ FROM {schema}.groups WHERE id = %(id)s;
 -- The highest event id handed out, committed or not (a sequence is not transactional).
 SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {schema}.events_id_seq;
 
--- name: events_horizon
--- Run after events_allocated, as its own statement: every transaction that got an id up to
--- that value has an xid below this snapshot's xmax.
-SELECT pg_snapshot_xmax(pg_current_snapshot())::text;
+-- name: events_writers
+-- Run after events_allocated, as its own statement: the transactions that may hold an event id
+-- up to that value uncommitted. A transaction takes RowExclusiveLock on events (its trigger's
+-- INSERT) before the id is drawn, and keeps it until it ends; so only these are waited for,
+-- not every transaction of the cluster (another database's long transaction holds nothing).
+SELECT coalesce(array_agg(l.virtualtransaction), '{}')
+FROM pg_locks l
+WHERE l.locktype = 'relation' AND l.relation = '{schema}.events'::regclass
+  AND l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid();
 
 -- name: events_settled
--- Whether every transaction running at events_horizon has ended (committed or rolled back).
-SELECT pg_snapshot_xmin(pg_current_snapshot()) >= %(horizon)s::xid8;
+-- Whether every transaction of events_writers has ended (committed or rolled back).
+SELECT NOT EXISTS (
+    SELECT 1 FROM pg_locks l
+    WHERE l.locktype = 'relation' AND l.relation = '{schema}.events'::regclass
+      AND l.mode = 'RowExclusiveLock' AND l.virtualtransaction = ANY(%(writers)s::text[])
+);
 
 -- name: events_after
 SELECT (SELECT upto FROM {schema}.event_trim) AS upto, e.id, e.job_id, e.task, e.queue, e.key,
