@@ -13,6 +13,7 @@ import pytest
 from services import require_service
 
 import duly
+from chaos.redis_topologies import LocalSentinel
 
 
 class Ran:
@@ -137,6 +138,17 @@ def ride_out_failover(
     statuses = {app.get_job(i).status for i in first + later}  # type: ignore[union-attr]
     assert statuses == {"succeeded"}
     return refused, accepted_after
+
+
+@pytest.fixture
+def sentinel() -> Iterator[LocalSentinel]:
+    """A primary, its replica and three sentinels of this test's own."""
+    require_service("redis-sentinel")
+    started = LocalSentinel().start()
+    try:
+        yield started
+    finally:
+        started.stop()
 
 
 @pytest.fixture
