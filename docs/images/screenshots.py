@@ -2,6 +2,7 @@
 
     .venv/bin/python docs/images/screenshots.py            # SQLite in a temporary folder
     DULY_URL=redis://127.0.0.1:6379/0 .venv/bin/python docs/images/screenshots.py
+    .venv/bin/python docs/images/screenshots.py --all /tmp/shots   # every page, elsewhere
 
 It fills an App with half an hour of a small shop's jobs (run with a clock set back minute by
 minute, so the overview's charts have a history), serves ``app.asgi()`` with uvicorn, keeps a
@@ -145,11 +146,21 @@ def present(url: str, namespace: str) -> duly.App:
     t["orders.unshipped"].options(delay=timedelta(minutes=45)).start(user="user:12", order_id=4250)
     for scope in ("user:7", "user:12", "user:31"):
         app.mirrors["profiles"].check(scope)
-    app.group([t["links.sync_link"].s(link_id=i) for i in range(300, 320)], key="batch:links-0300")
+    sigs = [t["links.sync_link"].s(link_id=i) for i in range(300, 320)]
+    app.group(sigs, key="batch:links-0300", on_complete=t["reports.export"].s(report="old-batch"))
     return app
 
 
-def main() -> None:
+def group_id(app: duly.App) -> str:
+    """The demo group's id (its callback job has it)."""
+    [callback] = app.jobs(key="batch:links-0300", task="reports.export", limit=1)
+    return callback.id
+
+
+def main(argv: list[str]) -> None:
+    every = "--all" in argv
+    out = Path(next((a for a in argv if not a.startswith("-")), OUT))
+    out.mkdir(parents=True, exist_ok=True)
     chromium = chromium_path()
     if chromium is None:
         sys.exit("no Chromium: apt-get install chromium")
@@ -180,15 +191,24 @@ def main() -> None:
                     ("workers", "/workers", "table.grid"),
                     ("queues", "/queues", "table.grid"),
                 ]
+                if every:
+                    shots += [
+                        ("periodic", "/periodic", "table.grid"),
+                        ("watches", "/watches", "table.grid"),
+                        ("freshness", "/freshness", "table.grid"),
+                        ("scopes", "/freshness/profiles", "table.grid"),
+                        ("group", f"/groups/{group_id(app)}", "#group .card"),
+                        ("failed", "/jobs?status=failed", "#bulk-retry"),
+                    ]
                 for name, path, ready in shots:
                     page.goto(base + path)
                     page.wait_for_selector(ready)
                     page.wait_for_timeout(300)
                     if name == "job":
                         page.locator("#job-errors details").first.evaluate("d => d.open = true")
-                    target = OUT / f"dashboard-{name}.png"
+                    target = out / f"dashboard-{name}.png"
                     page.screenshot(path=str(target), full_page=name in ("job", "key"))
-                    print(target.relative_to(ROOT))
+                    print(target)
                 browser.close()
     finally:
         clean: Any = duly.App(url, namespace=namespace)
@@ -202,4 +222,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

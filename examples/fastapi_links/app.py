@@ -9,7 +9,9 @@ Backstroke's server enqueues a link operation when a secret webhook URL is calle
 - ``GET /operations/{op_id}`` is the operation's status, result or error (404 if unknown);
 - ``GET /links/{link_id}/operations`` is the link's operations, newest first (``key=``);
 - ``lifespan(app, worker=...)`` opens the App with the server (and, with ``LINKS_WORKER=1``,
-  runs a worker in the same process).
+  runs a worker in the same process);
+- ``/jobs/`` is duly's dashboard and ``/jobs/api/v1/...`` its HTTP API (``app.asgi()`` mounted:
+  log in at ``/jobs/login`` with a token of ``LINKS_ADMIN_TOKENS``, comma-separated).
 
 Run it: ``LINKS_WORKER=1 uvicorn examples.fastapi_links.app:api`` (add DULY_URL for Redis or
 PostgreSQL; without LINKS_WORKER, run ``duly worker examples.fastapi_links.app:app``).
@@ -50,6 +52,8 @@ async def sync_link(link_id: int) -> dict[str, Any]:
 
 
 api = FastAPI(title="links", lifespan=lifespan(app, worker=os.environ.get("LINKS_WORKER") == "1"))
+ADMIN_TOKENS = [t for t in os.environ.get("LINKS_ADMIN_TOKENS", "").split(",") if t]
+api.mount("/jobs", app.asgi(admin_tokens=ADMIN_TOKENS))
 
 
 @api.post("/links/{link_id}/hook", status_code=202)

@@ -46,6 +46,7 @@ from duly.records import STATUSES, JobStatus, QueueStats, StatRow, WorkerRecord
 from duly.registry import TaskSettings
 from duly.retry import Backoff
 from duly.task import Signature, Task
+from duly.webhooks import Webhook
 from duly.worker import Worker
 
 try:
@@ -92,6 +93,7 @@ __all__ = [
     "TaskNotFound",
     "TaskSettings",
     "Throttled",
+    "Webhook",
     "Worker",
     "WorkerRecord",
     "__version__",

@@ -28,9 +28,11 @@ from duly.records import (
 )
 from duly.registry import Registry, TaskSettings, WatchTaskSettings
 from duly.scheduler.periodic import CatchUp
+from duly.sealing import Sealer
 from duly.task import Signature, Task, build_all, seconds
 from duly.transactions import Transactions
 from duly.watch import WatchConfig
+from duly.webhooks import Webhook, create_webhook, revoke_webhook
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -88,7 +90,9 @@ class App(AppQueries):
     the records of workers that vanished, are kept; ``max_lost``: lost runs before a job is
     quarantined; ``clock``: the time source (a ``ManualClock`` in tests); ``transactions``: a
     web framework's transactions, for ``options(on_commit=True)`` and a framework's
-    ``connection=`` (see ``duly.transactions``; ``duly.contrib.django`` sets it).
+    ``connection=`` (see ``duly.transactions``; ``duly.contrib.django`` sets it);
+    ``secret_key`` (default ``$DULY_SECRET_KEY``): encrypts the tasks' ``secret=`` arguments
+    at rest (``duly.sealing``; needs ``duly[secrets]``).
     """
 
     def __init__(
@@ -104,6 +108,7 @@ class App(AppQueries):
         max_lost: int = 3,
         clock: Clock | None = None,
         transactions: Transactions | None = None,
+        secret_key: str | None = None,
     ) -> None:
         if backend is None:
             #: The URL as given (duly's own query parameters such as ``?namespace=`` included).
@@ -135,6 +140,9 @@ class App(AppQueries):
             kind = type(transactions).__name__
             raise TypeError(f"transactions= takes a duly.transactions.Transactions, not {kind}")
         self.transactions = transactions
+        #: Seals secret arguments at rest (``secret_key=``, else ``$DULY_SECRET_KEY``; see
+        #: ``duly.sealing``), or None.
+        self.sealer = Sealer.from_key(secret_key or os.environ.get("DULY_SECRET_KEY"))
         self.registry = Registry()
         #: The registered tasks by name.
         self.tasks = self.registry.tasks
@@ -485,6 +493,24 @@ class App(AppQueries):
 
     async def _ping(self) -> None:
         await (await self.backend()).ping()
+
+    # -- webhooks (duly.webhooks) -------------------------------------------------------------
+    def create_webhook(self, sig: Signature) -> Webhook:
+        """A secret URL that enqueues ``sig`` when POSTed to (``duly.Webhook(secret, path)``;
+        served by ``app.asgi()`` at ``/hooks/<secret>``). Only a hash of the secret is stored."""
+        return self._sync(self.create_webhook_async(sig))
+
+    async def create_webhook_async(self, sig: Signature) -> Webhook:
+        """Async twin of ``create_webhook``."""
+        return await create_webhook(self, sig)
+
+    def revoke_webhook(self, secret: str) -> bool:
+        """Delete the webhook of ``secret`` (its URL answers 404 from now on); False if none."""
+        return self._sync(self.revoke_webhook_async(secret))
+
+    async def revoke_webhook_async(self, secret: str) -> bool:
+        """Async twin of ``revoke_webhook``."""
+        return await revoke_webhook(self, secret)
 
     # -- HTTP (duly.http) -------------------------------------------------------------------
     def asgi(

@@ -32,6 +32,7 @@ __all__ = [
     "StatRow",
     "StorageFormat",
     "UniqueUntil",
+    "WebhookRecord",
     "WorkerRecord",
 ]
 
@@ -289,3 +290,19 @@ class EventRecord:
     key: str | None
     status: str
     at: float
+
+
+@dataclass(slots=True)
+class WebhookRecord:
+    """A webhook as stored (``Backend.store_webhook``): the SHA-256 of its secret (hex) and the
+    job a hit enqueues: ``task``, ``queue``, ``payload`` (already encoded), ``key``,
+    ``priority`` and ``delay`` (seconds after the hit the job is due; 0 = at once)."""
+
+    digest: str
+    task: str
+    queue: str
+    payload: bytes
+    key: str | None
+    priority: int
+    delay: float
+    created_at: float

@@ -451,7 +451,7 @@ def test_hot_queries_use_their_partial_indexes(db: Path) -> None:
     conn = sqlite3.connect(db)
     params: dict[str, Any] = {
         "queue": "q", "limit": 10, "now": NOW, "worker": "w", "lease_until": NOW, "may_lead": 1,
-        "key": "k", "status": None, "task": None,
+        "key": "k", "status": None, "task": None, "before": "01M8AQY4EYGF2A4AVGWYD3D93F",
     }  # fmt: skip
     expected = {
         "claim": "jobs_claim",

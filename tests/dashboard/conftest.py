@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
 
 import pytest
 from served import (
@@ -22,12 +21,14 @@ from served import (
     CHROMIUM_ARGS,
     READ,
     Dash,
+    backend_url,
     chromium_path,
     in_thread,
     register_tasks,
     serve,
 )
-from services import POSTGRES_URL, REDIS_URL, require_service
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
 import duly
 
@@ -55,29 +56,23 @@ def browser() -> Iterator[Any]:
             chromium.close()
 
 
-def backend_url(kind: str, tmp_path: Path) -> tuple[str, str]:
-    """A URL and namespace of this test's own on backend ``kind``."""
-    require_service(kind)
-    if kind == "sqlite":
-        return f"sqlite:///{tmp_path / 'duly.db'}", "duly"
-    if kind == "redis":
-        return REDIS_URL, f"t{uuid4().hex[:12]}"
-    return POSTGRES_URL, f"t_{uuid4().hex[:12]}"
-
-
 async def _drop(app: duly.App) -> None:
     await (await app.backend()).drop()
 
 
 @pytest.fixture
 def make_dash(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., Dash]]:
-    """``make_dash(kind="sqlite", browser=True, setup=None)``: an App with the test tasks
-    (and ``setup(app)``'s), served by uvicorn with a read and an admin token."""
+    """``make_dash(kind="sqlite", browser=True, setup=None, mount="")``: an App with the test
+    tasks (and ``setup(app)``'s), served by uvicorn with a read and an admin token; with
+    ``mount``, inside another Starlette app at that path (``Dash.url`` includes it)."""
     stack = ExitStack()
     apps: list[duly.App] = []
 
     def make(
-        kind: str = "sqlite", browser: bool = True, setup: Callable[[duly.App], None] | None = None
+        kind: str = "sqlite",
+        browser: bool = True,
+        setup: Callable[[duly.App], None] | None = None,
+        mount: str = "",
     ) -> Dash:
         url, namespace = backend_url(kind, tmp_path)
         app = duly.App(url, namespace=namespace)
@@ -86,8 +81,11 @@ def make_dash(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callab
         if setup is not None:
             setup(app)
         chromium = request.getfixturevalue("browser") if browser else None
-        served = stack.enter_context(serve(app.asgi(read_tokens=[READ], admin_tokens=[ADMIN])))
-        return Dash(app, served, chromium, stack)
+        asgi: Any = app.asgi(read_tokens=[READ], admin_tokens=[ADMIN])
+        if mount:
+            asgi = Starlette(routes=[Mount(mount, app=asgi)])
+        served = stack.enter_context(serve(asgi))
+        return Dash(app, served + mount, chromium, stack)
 
     yield make
     stack.close()

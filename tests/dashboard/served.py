@@ -16,8 +16,10 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+from uuid import uuid4
 
 import duly
 
@@ -27,6 +29,7 @@ __all__ = [
     "READ",
     "RUNS",
     "Dash",
+    "backend_url",
     "chromium_path",
     "in_thread",
     "register_tasks",
@@ -184,3 +187,15 @@ def in_thread(run: Callable[[], Coroutine[Any, Any, Any]], app: duly.App) -> Non
     thread.start()
     thread.join(60)
     assert not thread.is_alive(), "the thread did not finish within 60 s"
+
+
+def backend_url(kind: str, tmp_path: Path) -> tuple[str, str]:
+    """A URL and namespace of this test's own on backend ``kind``."""
+    from services import POSTGRES_URL, REDIS_URL, require_service  # tests/ (not for scripts)
+
+    require_service(kind)
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'duly.db'}", "duly"
+    if kind == "redis":
+        return REDIS_URL, f"t{uuid4().hex[:12]}"
+    return POSTGRES_URL, f"t_{uuid4().hex[:12]}"

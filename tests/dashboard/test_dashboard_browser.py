@@ -10,7 +10,9 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
+import pytest
 from served import ADMIN, READ, RUNS, Dash, wait_until
+from services import BACKENDS
 
 XSS_ARG = "<img src=x onerror=alert(1)><script>alert('two')</script>"
 XSS_ERROR = "</pre><svg onload=alert(3)><b>bold</b>"
@@ -20,7 +22,9 @@ def status_of(page: Any) -> str:
     return str(page.locator("#job").get_attribute("data-status"))
 
 
-def test_the_jobs_page_shows_a_job_enqueued_while_it_is_open(dash: Dash) -> None:
+@pytest.mark.parametrize("kind", BACKENDS)
+def test_the_jobs_page_shows_a_job_enqueued_while_it_is_open(make_dash: Any, kind: str) -> None:
+    dash = make_dash(kind)
     page = dash.page(ADMIN, "/jobs")
     page.wait_for_selector("#job-list table, #job-list .empty")
     page.evaluate("window.__same_document = true")
@@ -70,6 +74,9 @@ def test_the_overview_chart_updates_while_jobs_run(dash: Dash) -> None:
         "the chart to count the failure",
     )
     assert dash.app.get_job(boom.id).status == "failed"
+    page.click("#view .range a:has-text('24 h')")
+    page.wait_for_selector("text=Outcomes per minute (last 24 h)")
+    assert page.locator("#chart-outcomes svg").get_attribute("data-total-succeeded") == "5"
 
 
 def test_an_xss_payload_in_arguments_and_errors_renders_as_text(dash: Dash) -> None:
@@ -166,3 +173,21 @@ def test_the_key_page_shows_the_jobs_watches_and_scopes_of_one_key(make_dash: An
     # check() of a never-synced scope enqueued its sync job: the scope links to it.
     sync = app.jobs(key="freshness:profiles:user:7")[0]
     assert page.locator(f'#key-scopes a[href="jobs/{sync.id}"]').count() == 1
+
+
+def test_the_page_works_mounted_under_a_path(make_dash: Any) -> None:
+    dash = make_dash(mount="/ops/duly")
+    first = dash.app.tasks["t.add"].enqueue(1, 1)
+    page = dash.page(ADMIN, "/jobs")  # next= is relative to the mount
+    assert page.url == f"{dash.url}/jobs"
+    page.wait_for_selector(f'tr[data-id="{first.id}"]')
+    second = dash.app.tasks["t.add"].enqueue(2, 2)  # the event stream works there too
+    page.wait_for_selector(f'tr[data-id="{second.id}"]')
+    page.click(f'tr[data-id="{first.id}"] a[href^="jobs/"]')
+    page.wait_for_selector("#job-id")
+    assert page.url == f"{dash.url}/jobs/{first.id}"
+    page.click("#nav a[data-section='queues']")
+    page.wait_for_selector("table.grid")
+    assert page.url == f"{dash.url}/queues"
+    page.reload()  # a history route answers the page itself
+    page.wait_for_selector("table.grid")

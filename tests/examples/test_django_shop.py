@@ -253,3 +253,46 @@ def test_each_run_of_a_sync_task_starts_and_ends_with_fresh_connections(shop: Sh
     assert shop.manage("migrate", "--verbosity", "0").returncode == 0
     report = shop.driver(CONNECTIONS)
     assert report == {"in_jobs": [True, True, True], "called_directly": False}
+
+
+DASHBOARD = (
+    SETUP
+    + """
+from starlette.testclient import TestClient
+from shop.asgi import application
+
+placed = client.post("/orders/", {"email": "ann@a.org"}).json()["id"]
+bearer = {"Authorization": "Bearer admin-token-of-the-shop"}
+with TestClient(application) as http:
+    page = http.get("/jobs/")
+    jobs = http.get("/jobs/api/v1/jobs", headers=bearer).json()["jobs"]
+    report = {
+        "order": http.get(f"/orders/{placed}/").status_code,   # Django still answers
+        "page": [page.status_code, '<base href="/jobs/">' in page.text],
+        "csp": "unsafe-inline" not in page.headers["content-security-policy"],
+        "redirect": http.get("/jobs", follow_redirects=False).headers.get("location"),
+        "no_token": http.get("/jobs/api/v1/jobs").status_code,
+        "jobs": sorted(j["task"] for j in jobs),
+        "script": http.get("/jobs/static/js/app.js").status_code,
+    }
+    login = http.get("/jobs/login?token=admin-token-of-the-shop", follow_redirects=False)
+    report["login"] = [login.status_code, login.headers["location"]]
+    report["session"] = http.get("/jobs/api/v1/session").json()["role"]
+print(json.dumps(report))
+"""
+)
+
+
+def test_the_dashboard_is_served_under_jobs_next_to_django(shop: Shop) -> None:
+    migrated = shop.manage("migrate", "--verbosity", "0")
+    assert migrated.returncode == 0, migrated.stderr
+    shop.env["DULY_ADMIN_TOKENS"] = "admin-token-of-the-shop"
+    report = shop.driver(DASHBOARD)
+    assert report["order"] == 200
+    assert report["page"] == [200, True] and report["csp"] is True
+    assert report["redirect"] == "/jobs/"
+    assert report["no_token"] == 401
+    assert report["jobs"] == ["orders.tasks.order_unshipped", "orders.tasks.send_confirmation"]
+    assert report["script"] == 200
+    assert report["login"] == [303, "/jobs/"]
+    assert report["session"] == "admin"

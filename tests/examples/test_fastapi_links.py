@@ -42,6 +42,12 @@ with TestClient(api) as client:   # the lifespan runs: App opened, worker starte
         "unknown_op": client.get("/operations/01NOSUCHOPERATION000000000").status_code,
         "workers_while_serving": len(app.workers()),
     }
+    bearer = {"Authorization": "Bearer links-admin"}
+    page = client.get("/jobs/")
+    report["dashboard"] = [page.status_code, '<base href="/jobs/">' in page.text]
+    listed = client.get("/jobs/api/v1/jobs", params={"key": "link:1"}, headers=bearer).json()
+    report["api_index"] = [j["id"] for j in listed["jobs"]] == [again, ok]
+    report["api_no_token"] = client.get("/jobs/api/v1/jobs").status_code
 report["workers_after"] = len(app.workers())  # the lifespan stopped its worker
 print(json.dumps(report))
 """
@@ -50,7 +56,8 @@ print(json.dumps(report))
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_links_service(backend: str, tmp_path: Path) -> None:
     require_service(backend)
-    report = run_driver(DRIVER, backend, tmp_path, env={"LINKS_WORKER": "1"})
+    env = {"LINKS_WORKER": "1", "LINKS_ADMIN_TOKENS": "links-admin"}
+    report = run_driver(DRIVER, backend, tmp_path, env=env)
     assert report["ok"] == {
         "status": "succeeded",
         "attempts": 1,
@@ -69,3 +76,7 @@ def test_links_service(backend: str, tmp_path: Path) -> None:
     assert report["unknown_link"] == 404
     assert report["unknown_op"] == 404
     assert (report["workers_while_serving"], report["workers_after"]) == (1, 0)
+    # The dashboard and its API, mounted at /jobs/ next to the service's routes.
+    assert report["dashboard"] == [200, True]
+    assert report["api_index"] is True
+    assert report["api_no_token"] == 401

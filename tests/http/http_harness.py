@@ -7,6 +7,8 @@ drops it. ``Hub`` bundles the App, its tasks, the client and the tokens.
 
 from __future__ import annotations
 
+import json
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -89,3 +91,74 @@ def build_app(url: str, namespace: str, **options: Any) -> tuple[duly.App, dict[
 
     app.freshness("links", sync=pull, max_staleness=timedelta(minutes=5))
     return app, {"add": add, "boom": boom, "sync_link": sync_link}
+
+
+class Served:
+    """An ASGI app served by a real uvicorn on a free loopback port, in a thread."""
+
+    def __init__(self, asgi: Any) -> None:
+        import threading
+
+        import uvicorn
+
+        config = uvicorn.Config(
+            asgi, host="127.0.0.1", port=0, log_level="warning", timeout_graceful_shutdown=2
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert self.thread.is_alive(), "uvicorn did not start"
+            assert time.monotonic() < deadline, "uvicorn did not start within 20s"
+            time.sleep(0.01)
+        self.port: int = self.server.servers[0].sockets[0].getsockname()[1]
+
+    def stop(self) -> None:
+        """Ask the server to stop and wait for its thread (bounded)."""
+        self.server.should_exit = True
+        self.thread.join(20)
+        assert not self.thread.is_alive(), "uvicorn did not stop within 20s"
+
+
+class Stream:
+    """A Server-Sent Events connection read line by line, every read bounded by ``timeout``."""
+
+    def __init__(
+        self, port: int, path: str, headers: dict[str, str], timeout: float = 15.0
+    ) -> None:
+        import http.client
+
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        self.conn.request("GET", path, headers=headers)
+        self.response = self.conn.getresponse()
+        self.status = self.response.status
+
+    def message(self) -> dict[str, str]:
+        """The next message or comment: its fields (a comment as ``{"comment": text}``)."""
+        fields: dict[str, str] = {}
+        while True:
+            line = self.response.readline().decode()
+            assert line, "the stream ended"
+            line = line.rstrip("\n")
+            if not line:
+                if fields:
+                    return fields
+                continue
+            name, _, value = line.partition(":")
+            fields[name or "comment"] = value.strip()
+            if not name:  # a comment is a message of its own here
+                return fields
+
+    def job_event(self) -> dict[str, Any]:
+        """The next ``job`` event's data, with its ``id:`` as ``_id`` (skips comments)."""
+        while True:
+            fields = self.message()
+            if fields.get("event") == "job":
+                data: dict[str, Any] = json.loads(fields["data"])
+                data["_id"] = fields["id"]
+                return data
+
+    def close(self) -> None:
+        """Leave (the server sees the client go)."""
+        self.conn.close()

@@ -59,6 +59,7 @@ from duly.records import (
     Recovered,
     StatRow,
     StorageFormat,
+    WebhookRecord,
     WorkerRecord,
 )
 
@@ -353,6 +354,20 @@ class Backend(Protocol):
     async def wait_for_events(self, after: str, key: str | None, timeout: float) -> None:
         """Return soon after an event after cursor ``after`` may exist, or after ``timeout``
         (best effort, like ``wait_for_work``)."""
+
+    # -- webhooks (duly.webhooks) ------------------------------------------------------------
+    async def store_webhook(self, hook: WebhookRecord) -> None:
+        """Store ``hook`` under its digest, atomically; ValueError (nothing stored) if that
+        digest is stored already. Webhooks stay until ``delete_webhook`` (no retention)."""
+        ...
+
+    async def get_webhook(self, digest: str) -> WebhookRecord | None:
+        """The webhook stored under ``digest``, or None (one lookup by key, never a scan)."""
+        ...
+
+    async def delete_webhook(self, digest: str) -> bool:
+        """Delete the webhook stored under ``digest``; False if there was none."""
+        ...
 
 
 @runtime_checkable

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from duly.cli.bench import bench
 from duly.cli.common import cli
+from duly.cli.dashboard import dashboard
 from duly.cli.demo import demo
 from duly.cli.freshness import freshness, refresh
 from duly.cli.groups import groups
@@ -37,6 +38,7 @@ for command in (
     refresh,
     groups,
     migrate,
+    dashboard,
     demo,
     bench,
 ):

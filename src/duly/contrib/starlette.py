@@ -17,6 +17,9 @@ backend fails the start-up with ``duly.BackendUnavailable``, not the first reque
 shut-down it closes it. ``lifespan(app, worker=True)`` also runs a worker in the server's
 process (small deployments, development): it starts with the server and drains gracefully
 when the server stops. Already have a lifespan? Nest ``duly_running(app)`` in it.
+
+The dashboard and HTTP API are a Starlette app too: ``api.mount("/jobs", app.asgi(
+read_tokens=[...], admin_tokens=[...]))`` serves them under ``/jobs/`` (docs/dashboard.md).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from duly.http.api import ApiError, Call, Endpoint, Param
 from duly.http.models import ErrorBody, EventOut
 from duly.http.views import event_out
 
-__all__ = ["ENDPOINTS", "KEEPALIVE"]
+__all__ = ["KEEPALIVE", "events_endpoint"]
 
 #: Seconds between keep-alive comments on an idle stream.
 KEEPALIVE: Final = 15.0
@@ -39,21 +39,22 @@ def _reset(error: str) -> bytes:
     return b"event: reset\ndata: %s\n\n" % _ENCODER.encode(ErrorBody(error))
 
 
-async def _pump(call: Call, since: str | None, key: str | None, out: asyncio.Queue[bytes]) -> None:
-    """Put every event (and resets) into ``out``, for ever."""
+async def _pump(call: Call, since: str, key: str | None, out: asyncio.Queue[bytes]) -> None:
+    """Put every event after ``since`` (and a reset where some were trimmed) into ``out``."""
+    backend = await call.app.backend()
     while True:
         try:
             async for event in call.app.events(since=since, key=key):
                 await out.put(_message(event_out(event)))
                 since = event.id
-            return  # pragma: no cover - the stream never ends by itself
         except EventsTrimmed as exc:
+            # "now" is fixed before the client hears of the reset: nothing after it is missed.
+            _, since = await backend.read_events(None, key, 0)
             await out.put(_reset(str(exc)))
-            since = None
 
 
 async def _stream(
-    call: Call, since: str | None, key: str | None, keepalive: float
+    call: Call, since: str, key: str | None, keepalive: float
 ) -> AsyncIterator[bytes]:
     out: asyncio.Queue[bytes] = asyncio.Queue(_QUEUE_SIZE)
     pump = asyncio.create_task(_pump(call, since, key, out))
@@ -82,12 +83,16 @@ def events_endpoint(keepalive: float) -> Endpoint:
         """Job state changes as Server-Sent Events."""
         since = call.request.headers.get("last-event-id") or call.query["since"]
         key = call.query["key"]
-        if since is not None and (len(since) > _ID_MAX or not since.isascii() or not since.strip()):
+        if since is not None and not (since.isascii() and since.isdigit() and len(since) <= 18):
             raise ApiError(400, "Last-Event-ID / since is not an event id")
-        if since is not None:
-            backend = await call.app.backend()
+        backend = await call.app.backend()
+        if since is None:
+            # "now" is fixed before the answer starts: an event stored once the client has the
+            # first line is never missed.
+            _, since = await backend.read_events(None, key, 0)
+        else:
             try:
-                await backend.read_events(since, key, 1)  # validates the id
+                await backend.read_events(since, key, 1)  # checks the id
             except EventsTrimmed:
                 pass  # the stream starts with a reset
             except (ValueError, TypeError):
@@ -112,6 +117,3 @@ def events_endpoint(keepalive: float) -> Endpoint:
         media="text/event-stream",
         tags=("events",),
     )
-
-
-ENDPOINTS: Final = ()

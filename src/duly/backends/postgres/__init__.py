@@ -42,7 +42,7 @@ from psycopg.types.json import Jsonb
 
 from duly.backends.base import TransactionalBackend
 from duly.backends.postgres import _freshness, _rows
-from duly.backends.postgres._groups import Grouping
+from duly.backends.postgres._webhooks import Webhooks
 from duly.errors import BackendUnavailable
 from duly.freshness_state import FreshnessRequest, ScopeState
 from duly.limits import gcra_slots
@@ -62,7 +62,7 @@ from duly.records import (
 __all__ = ["PostgresBackend"]
 
 
-class PostgresBackend(Grouping):
+class PostgresBackend(Webhooks):
     """duly's storage in one PostgreSQL schema (``schema``, created if missing).
 
     ``url`` is a libpq URL or DSN (``postgresql://user@host:5432/db``). ``open()`` applies the

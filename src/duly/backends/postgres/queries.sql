@@ -868,3 +868,21 @@ trimmed AS (
     DELETE FROM {schema}.events e USING bound b WHERE e.id <= b.upto
 )
 UPDATE {schema}.event_trim t SET upto = greatest(t.upto, b.upto) FROM bound b;
+
+
+-- Webhooks (0006_webhooks.sql).
+
+-- name: insert_webhook
+INSERT INTO {schema}.webhooks (digest, task, queue, payload, key, priority, delay, created_at)
+VALUES (%(digest)s, %(task)s, %(queue)s, %(payload)s, %(key)s, %(priority)s, %(delay)s,
+        %(created_at)s)
+ON CONFLICT (digest) DO NOTHING
+RETURNING 1;
+
+-- name: get_webhook
+SELECT digest, task, queue, payload, key, priority, delay, created_at
+FROM {schema}.webhooks WHERE digest = %(digest)s;
+
+-- name: delete_webhook
+DELETE FROM {schema}.webhooks WHERE digest = %(digest)s
+RETURNING 1;

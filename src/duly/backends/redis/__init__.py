@@ -24,7 +24,7 @@ from contextlib import suppress
 from typing import Final, cast
 
 from duly.backends._urls import redact_url
-from duly.backends.redis import _freshness, codec, streams
+from duly.backends.redis import _freshness, _webhooks, codec, streams
 from duly.backends.redis.connection import (
     UNAVAILABLE,
     BlockingConnections,
@@ -55,6 +55,7 @@ from duly.records import (
     Recovered,
     StatRow,
     StorageFormat,
+    WebhookRecord,
     WorkerRecord,
 )
 
@@ -297,6 +298,19 @@ class RedisBackend:
                 found = self._scripts.collect_group(jobs, reply)
         if any(f is not None for f in found):
             raise ValueError(f"group {group.id!r}: a job id of it is already stored")
+
+    # -- webhooks (_webhooks.py) ------------------------------------------------------------
+    async def store_webhook(self, hook: WebhookRecord) -> None:
+        with guard(self._safe_url, "store_webhook"):
+            await _webhooks.store_webhook(self._redis, self.keys, hook)
+
+    async def get_webhook(self, digest: str) -> WebhookRecord | None:
+        with guard(self._safe_url, "get_webhook"):
+            return await _webhooks.get_webhook(self._redis, self.keys, digest)
+
+    async def delete_webhook(self, digest: str) -> bool:
+        with guard(self._safe_url, "delete_webhook"):
+            return await _webhooks.delete_webhook(self._redis, self.keys, digest)
 
     async def get_group(self, group_id: str) -> GroupRecord | None:
         with guard(self._safe_url, "get_group"):

@@ -47,6 +47,8 @@ key                     type    content
 ``fd:<name>``           zset    the scopes of one freshness by next_due (baseline/backoff due)
 ``fs:<name>``           zset    the scopes of one freshness; score = stale_at (last success +
                                 max_staleness, -1e18 when never synced)
+``hooks``               hash    webhooks: SHA-256 of the secret (hex) -> msgpack of the record
+                                (HSETNX stores, HGET finds, HDEL revokes; no secret stored)
 ======================  ======  ================================================================
 
 Job hash fields (one letter each, to keep a queued job small): ``t`` task, ``q`` queue, ``p``
@@ -135,6 +137,7 @@ class Keyspace:
         "running",
         "unique",
         "wake",
+        "webhooks",
         "worker_info",
         "workers",
     )
@@ -157,6 +160,7 @@ class Keyspace:
         self.wake = p + "wake"
         self.events = p + "ev"
         self.events_count = p + "ev:n"
+        self.webhooks = p + "hooks"
         self.format = p + "format"
 
     def job(self, job_id: str) -> str:

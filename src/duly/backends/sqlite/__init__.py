@@ -42,6 +42,7 @@ from duly.backends.sqlite import (
     _introspection,
     _maintenance,
     _outcomes,
+    _webhooks,
 )
 from duly.backends.sqlite._connection import (
     Checkpointer,
@@ -73,6 +74,7 @@ from duly.records import (
     Recovered,
     StatRow,
     StorageFormat,
+    WebhookRecord,
     WorkerRecord,
 )
 
@@ -467,3 +469,17 @@ class SqliteBackend:
     async def stats(self, since: float) -> list[StatRow]:
         """Per-minute counters of minutes starting at or after ``since``."""
         return await self._run(_introspection.stats(since), "stats")
+
+    # -- webhooks (_webhooks.py) ------------------------------------------------------------
+    async def store_webhook(self, hook: WebhookRecord) -> None:
+        """Store a webhook under its digest; ValueError if the digest is taken."""
+        if not await self._transaction(_webhooks.store_webhook_tx(hook), "store_webhook"):
+            raise ValueError("a webhook with this secret is already stored")
+
+    async def get_webhook(self, digest: str) -> WebhookRecord | None:
+        """The webhook stored under ``digest``, or None."""
+        return await self._run(_webhooks.get_webhook(digest), "get_webhook")
+
+    async def delete_webhook(self, digest: str) -> bool:
+        """Delete the webhook under ``digest``; False if none."""
+        return await self._transaction(_webhooks.delete_webhook_tx(digest), "delete_webhook")

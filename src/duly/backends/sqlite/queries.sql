@@ -455,6 +455,7 @@ DELETE FROM stats;
 DELETE FROM workers;
 DELETE FROM queues;
 DELETE FROM rate_limits;
+DELETE FROM webhooks;
 
 
 -- Groups and events (0004_groups_events.sql does the writing, in triggers).
@@ -521,3 +522,18 @@ UPDATE event_trim SET upto = max(upto, :upto);
 DELETE FROM group_settled
 WHERE group_id IN (SELECT id FROM groups INDEXED BY groups_expire WHERE expire_at <= :now);
 DELETE FROM groups WHERE expire_at <= :now;
+
+
+-- Webhooks (0005_webhooks.sql).
+
+-- name: insert_webhook
+INSERT INTO webhooks (digest, task, queue, payload, key, priority, delay, created_at)
+VALUES (:digest, :task, :queue, :payload, :key, :priority, :delay, :created_at)
+ON CONFLICT (digest) DO NOTHING;
+
+-- name: get_webhook
+SELECT digest, task, queue, payload, key, priority, delay, created_at
+FROM webhooks WHERE digest = :digest;
+
+-- name: delete_webhook
+DELETE FROM webhooks WHERE digest = :digest;

@@ -22,7 +22,9 @@ In a view::
         send_receipt.options(on_commit=True).enqueue(order.id)
 
 Run the jobs with ``python manage.py duly worker`` (every ``duly`` command works the same way
-through ``manage.py duly ...``).
+through ``manage.py duly ...``). The dashboard and HTTP API under ``/jobs/``, in asgi.py::
+
+    application = with_dashboard(get_asgi_application(), path="/jobs")
 """
 
 from __future__ import annotations
@@ -30,13 +32,14 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from duly.contrib.django._asgi import with_dashboard
 from duly.contrib.django._settings import app_from_settings
 from duly.contrib.django._transactions import DjangoTransactions
 
 if TYPE_CHECKING:
     from duly.app import App
 
-__all__ = ["DjangoTransactions", "app", "app_from_settings", "get_app"]
+__all__ = ["DjangoTransactions", "app", "app_from_settings", "get_app", "with_dashboard"]
 
 _lock = threading.RLock()
 _app: App | None = None

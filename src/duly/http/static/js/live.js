@@ -1,7 +1,7 @@
 // Live updates: one EventSource on api/v1/events for the whole page; views subscribe while
 // they are shown. EventSource resumes with Last-Event-ID by itself after a drop.
 
-import { url } from "./api.js";
+import { loadSession, url } from "./api.js";
 
 const listeners = new Set();
 let source = null;
@@ -16,8 +16,22 @@ function setState(next) {
 export function connect() {
   if (source !== null || typeof EventSource === "undefined") return;
   source = new EventSource(url("api/v1/events"), { withCredentials: true });
-  source.addEventListener("open", () => setState("live"));
-  source.addEventListener("error", () => setState("reconnecting"));
+  source.addEventListener("open", () => {
+    // A new stream after "offline" starts at "now": the views reload what they show.
+    if (state === "offline") for (const fn of listeners) fn({ reset: true });
+    setState("live");
+  });
+  source.addEventListener("error", () => {
+    if (source.readyState !== EventSource.CLOSED) {
+      setState("reconnecting"); // the browser retries by itself, with Last-Event-ID
+      return;
+    }
+    // Refused (the session ended, or the server is down): check the session (a 401 goes to
+    // the login page), then open a new stream.
+    source = null;
+    setState("offline");
+    setTimeout(() => loadSession().then(connect, () => setTimeout(connect, 5000)), 2000);
+  });
   source.addEventListener("job", (msg) => {
     let event;
     try {
@@ -44,22 +58,40 @@ export function onState(fn) {
   return () => stateListeners.delete(fn);
 }
 
-// Calls fn at most once per `ms`, trailing (coalesces bursts of events into one reload).
+// Returns a trigger that runs the async `fn` at most once per `ms`, and never more often than
+// every 4x its own last duration: bursts of events coalesce into one reload, and a slow
+// reload (a million jobs to count) paces itself instead of loading the server.
 export function throttle(fn, ms) {
-  let timer = null;
+  let busy = false;
   let pending = false;
-  return () => {
-    if (timer !== null) {
-      pending = true;
+  let next = 0;
+  const run = async () => {
+    const wait = next - Date.now();
+    if (wait > 0) {
+      setTimeout(run, wait);
       return;
     }
-    fn();
-    timer = setTimeout(() => {
-      timer = null;
-      if (pending) {
-        pending = false;
-        fn();
+    busy = true;
+    pending = false;
+    const started = Date.now();
+    try {
+      await fn();
+    } catch {
+      // the view shows its own errors; live updates just carry on
+    }
+    const took = Date.now() - started;
+    next = Date.now() + Math.max(ms - took, 3 * took);
+    busy = false;
+    if (pending) run();
+  };
+  return () => {
+    if (busy || next > Date.now()) {
+      if (!pending) {
+        pending = true;
+        if (!busy) setTimeout(run, next - Date.now());
       }
-    }, ms);
+      return;
+    }
+    run();
   };
 }

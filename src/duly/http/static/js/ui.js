@@ -37,8 +37,16 @@ export const JOB_COLUMNS = [
   { title: "Finished", cell: (j) => ago(j.finished_at) },
 ];
 
+// The last error, one line (the job page has all of them, with tracebacks).
+function lastError(j) {
+  if (!j.error) return h("span", { class: "muted" }, "—");
+  const text = `${j.error.type}: ${j.error.message}`;
+  return h("span", { class: "error-line", title: text }, text.length > 90 ? `${text.slice(0, 89)}…` : text);
+}
+
 export function jobTable(jobs, empty) {
-  return table(JOB_COLUMNS, jobs, empty || "No jobs match.");
+  const columns = jobs.some((j) => j.error) ? [...JOB_COLUMNS, { title: "Last error", cell: lastError }] : JOB_COLUMNS;
+  return table(columns, jobs, empty || "No jobs match.");
 }
 
 export function pager(nextHref, firstHref) {

@@ -63,8 +63,7 @@ function bulkRetry(current, done) {
     button.disabled = true;
     note.textContent = "retrying…";
     try {
-      const { status, ...rest } = current;
-      const body = await post("jobs/retry", { ...rest, status });
+      const body = await post("jobs/retry", current);
       note.textContent = `${body.retried} job(s) retried`;
       done();
     } catch (exc) {

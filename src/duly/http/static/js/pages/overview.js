@@ -4,10 +4,16 @@ import { get } from "../api.js";
 import { legend, lineChart } from "../charts.js";
 import { card, h, num, replace, stat } from "../dom.js";
 import { subscribe, throttle } from "../live.js";
+import { jobTable, link } from "../ui.js";
 import { depthChart } from "./queues.js";
 import { alive } from "./workers.js";
 
-const MINUTES = 30;
+// The chart's ranges (?minutes=); the API keeps counters App(stats_retention=), 24 h by default.
+const RANGES = [
+  [30, "30 min"],
+  [180, "3 h"],
+  [1440, "24 h"],
+];
 const SERIES = [
   ["succeeded", "Succeeded"],
   ["failed", "Failed"],
@@ -31,7 +37,19 @@ export function perMinute(rows, minutes) {
   return { axis, series };
 }
 
+function rangeTabs(current) {
+  return h(
+    "nav",
+    { class: "tabs range" },
+    RANGES.map(([minutes, label]) =>
+      link(minutes === 30 ? "./" : `?minutes=${minutes}`, minutes === current ? h("strong", null, label) : label),
+    ),
+  );
+}
+
 export async function render(ctx) {
+  const asked = Number(ctx.query.get("minutes"));
+  const [minutes, label] = RANGES.find(([m]) => m === asked) || RANGES[0];
   ctx.view.appendChild(h("h1", null, "Overview"));
   const stats = h("div", { class: "stats", id: "overview-stats" });
   const outcomes = h("div", { id: "chart-outcomes" });
@@ -42,28 +60,36 @@ export async function render(ctx) {
     h(
       "div",
       { class: "columns" },
-      card(`Outcomes per minute (last ${MINUTES} min)`, outcomes, legend(SERIES.map(([cls, name]) => ({ cls, name })))),
+      card(`Outcomes per minute (last ${label})`, rangeTabs(minutes), outcomes, legend(SERIES.map(([cls, name]) => ({ cls, name })))),
       card("Queue depth", depth, depthOverTime),
     ),
   );
+  const failures = h("div", { id: "recent-failures" });
+  ctx.view.appendChild(card("Latest failures", failures));
   const samples = [];
 
   async function refresh() {
-    const [st, qs, ws] = await Promise.all([
-      get("stats", { minutes: MINUTES }),
+    const [st, qs, ws, failed] = await Promise.all([
+      get("stats", { minutes: minutes }),
       get("queues", { limit: 500 }),
       get("workers", { limit: 500 }),
+      get("jobs", { status: "failed", limit: 5 }),
     ]);
-    const { axis, series } = perMinute(st.rows, MINUTES);
+    replace(
+      failures,
+      jobTable(failed.jobs, "No failed job kept."),
+      failed.next ? link("jobs?status=failed", "All failed jobs »") : null,
+    );
+    const { axis, series } = perMinute(st.rows, minutes);
     replace(outcomes, lineChart(axis, series, "jobs succeeded, failed and retried per minute"));
     const waiting = qs.queues.reduce((a, q) => a + q.queued + q.scheduled, 0);
     const running = qs.queues.reduce((a, q) => a + q.running, 0);
     const living = ws.workers.filter(alive).length;
     replace(
       stats,
-      stat(`succeeded (${MINUTES} min)`, num(st.totals.succeeded), "ok"),
-      stat(`failed (${MINUTES} min)`, num(st.totals.failed), "bad"),
-      stat(`retried (${MINUTES} min)`, num(st.totals.retried), "warn"),
+      stat(`succeeded (${label})`, num(st.totals.succeeded), "ok"),
+      stat(`failed (${label})`, num(st.totals.failed), "bad"),
+      stat(`retried (${label})`, num(st.totals.retried), "warn"),
       stat("waiting", num(waiting)),
       stat("running", num(running)),
       stat("workers alive", num(living)),

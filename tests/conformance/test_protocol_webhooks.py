@@ -1,0 +1,59 @@
+"""Webhooks: store / get / delete by the digest of the secret, on every backend."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from contract import T0
+
+from duly.backends.base import Backend
+from duly.records import WebhookRecord
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def hook(secret: str, **fields: object) -> WebhookRecord:
+    values: dict[str, object] = {
+        "digest": hashlib.sha256(secret.encode()).hexdigest(),
+        "task": "t.sync",
+        "queue": "sync",
+        "payload": b'{"args":[456],"kwargs":{"\\u00e9":"\\u00ff"}}\x00\xff',
+        "key": "link:456",
+        "priority": 5,
+        "delay": 2.5,
+        "created_at": T0,
+    }
+    values.update(fields)
+    return WebhookRecord(**values)  # type: ignore[arg-type]
+
+
+async def test_a_webhook_round_trips_exactly(backend: Backend) -> None:
+    stored = hook("s1")
+    await backend.store_webhook(stored)
+    assert await backend.get_webhook(stored.digest) == stored
+    plain = hook("s2", key=None, priority=0, delay=0.0)
+    await backend.store_webhook(plain)
+    assert await backend.get_webhook(plain.digest) == plain
+
+
+async def test_an_unknown_digest_is_none(backend: Backend) -> None:
+    assert await backend.get_webhook(hook("nope").digest) is None
+    assert await backend.delete_webhook(hook("nope").digest) is False
+
+
+async def test_a_digest_is_stored_once(backend: Backend) -> None:
+    await backend.store_webhook(hook("s1"))
+    with pytest.raises(ValueError):
+        await backend.store_webhook(hook("s1", task="t.other"))
+    found = await backend.get_webhook(hook("s1").digest)
+    assert found is not None and found.task == "t.sync"
+
+
+async def test_delete_revokes_only_that_webhook(backend: Backend) -> None:
+    await backend.store_webhook(hook("s1"))
+    await backend.store_webhook(hook("s2"))
+    assert await backend.delete_webhook(hook("s1").digest) is True
+    assert await backend.get_webhook(hook("s1").digest) is None
+    assert await backend.delete_webhook(hook("s1").digest) is False
+    assert await backend.get_webhook(hook("s2").digest) == hook("s2")
