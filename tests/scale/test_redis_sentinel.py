@@ -5,7 +5,7 @@ primary the sentinels name, and a worker rides out a failover."""
 from __future__ import annotations
 
 import pytest
-from conftest import (
+from scale_helpers import (
     Ran,
     WorkerThread,
     recording_app,
