@@ -28,6 +28,7 @@ from duly.records import (
 )
 from duly.registry import Registry, TaskSettings, WatchTaskSettings
 from duly.scheduler.periodic import CatchUp
+from duly.sealing import Sealer
 from duly.task import Signature, Task, build_all, seconds
 from duly.transactions import Transactions
 from duly.watch import WatchConfig
@@ -89,7 +90,9 @@ class App(AppQueries):
     the records of workers that vanished, are kept; ``max_lost``: lost runs before a job is
     quarantined; ``clock``: the time source (a ``ManualClock`` in tests); ``transactions``: a
     web framework's transactions, for ``options(on_commit=True)`` and a framework's
-    ``connection=`` (see ``duly.transactions``; ``duly.contrib.django`` sets it).
+    ``connection=`` (see ``duly.transactions``; ``duly.contrib.django`` sets it);
+    ``secret_key`` (default ``$DULY_SECRET_KEY``): encrypts the tasks' ``secret=`` arguments
+    at rest (``duly.sealing``; needs ``duly[secrets]``).
     """
 
     def __init__(
@@ -105,6 +108,7 @@ class App(AppQueries):
         max_lost: int = 3,
         clock: Clock | None = None,
         transactions: Transactions | None = None,
+        secret_key: str | None = None,
     ) -> None:
         if backend is None:
             #: The URL as given (duly's own query parameters such as ``?namespace=`` included).
@@ -136,6 +140,9 @@ class App(AppQueries):
             kind = type(transactions).__name__
             raise TypeError(f"transactions= takes a duly.transactions.Transactions, not {kind}")
         self.transactions = transactions
+        #: Seals secret arguments at rest (``secret_key=``, else ``$DULY_SECRET_KEY``; see
+        #: ``duly.sealing``), or None.
+        self.sealer = Sealer.from_key(secret_key or os.environ.get("DULY_SECRET_KEY"))
         self.registry = Registry()
         #: The registered tasks by name.
         self.tasks = self.registry.tasks

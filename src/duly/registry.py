@@ -115,8 +115,18 @@ def task_config(
         priority=settings.get("priority", 0),
         limits=limits,
         retry_timeouts=watch is None,  # a watch's check over its timeout ends the watch
-        secret=_secret_names(fn, settings.get("secret")),
+        secret=(secret := _secret_names(fn, settings.get("secret"))),
+        secret_positions=_positions(fn, secret),
     )
+
+
+def _positions(fn: Callable[..., Any], names: tuple[str, ...]) -> tuple[int, ...]:
+    """Where each of ``names`` may be passed by position."""
+    if not names:
+        return ()
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    parameters = list(inspect.signature(fn).parameters.values())
+    return tuple(i for i, p in enumerate(parameters) if p.kind in kinds and p.name in names)
 
 
 def _secret_names(fn: Callable[..., Any], secret: Iterable[str] | None) -> tuple[str, ...]:

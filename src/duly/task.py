@@ -77,6 +77,8 @@ class TaskConfig:
     retry_timeouts: bool = True
     #: Parameters shown as ``"***"`` outside the worker (``duly.secrets``).
     secret: tuple[str, ...] = ()
+    #: The positions at which those parameters may be passed (sealed there too).
+    secret_positions: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -192,6 +194,9 @@ class Signature:
         task, opts = self.task, self.options
         config = task.config
         payload = task.spec.encode_call(self.args, self.kwargs, task.app.max_payload_bytes)
+        sealer = task.app.sealer
+        if config.secret and sealer is not None:
+            payload = sealer.seal(payload, config.secret_positions, config.secret)
         if opts.at is not None:
             scheduled_for = opts.at.timestamp()
         elif opts.delay:

@@ -24,6 +24,7 @@ from duly.cli.common import (
 )
 from duly.job import JobInfo
 from duly.records import STATUSES
+from duly.secrets import redact_job
 from duly.watch import Watch
 
 __all__ = [
@@ -81,8 +82,9 @@ def _error_json(error: dict[str, Any]) -> dict[str, Any]:
 
 
 def _find(app: App, job_id: str) -> JobInfo:
-    """The job, or exit 1 with one line naming where it was looked for."""
-    return find_or_fail(app, "job", job_id, app.get_job)
+    """The job (secret arguments masked), or exit 1 with one line naming where it was
+    looked for."""
+    return redact_job(app, find_or_fail(app, "job", job_id, app.get_job))
 
 
 def _print_errors(console: Console, info: JobInfo) -> None:
@@ -170,6 +172,7 @@ def jobs(
     found = (
         [] if missing else app.jobs(key=key, status=status_, task=task, queue=queue, limit=limit)
     )
+    found = [redact_job(app, info) for info in found]
     if as_json:
         echo_json([info.to_dict() for info in found])
         return

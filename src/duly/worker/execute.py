@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import traceback
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from duly.context import JobContext, _current
@@ -19,6 +20,8 @@ from duly.errors import (
 )
 from duly.groups import is_group_id
 from duly.records import JobRecord, Outcome
+from duly.sealing import open_without_key
+from duly.secrets import scrub, secret_values
 from duly.serialization import decode, encode
 from duly.worker.frames import user_traceback
 
@@ -67,10 +70,19 @@ def _append_error(record: JobRecord, entry: dict[str, Any]) -> bytes:
 
 
 def failure_outcome(
-    app: App, task: Task[Any, Any] | None, record: JobRecord, exc: BaseException, now: float
+    app: App,
+    task: Task[Any, Any] | None,
+    record: JobRecord,
+    exc: BaseException,
+    now: float,
+    hidden: Sequence[str] = (),
 ) -> Outcome:
-    """Retry with backoff if the task allows another attempt for this error, else fail."""
-    errors = _append_error(record, error_entry(exc, record.attempts, now))
+    """Retry with backoff if the task allows another attempt for this error, else fail.
+    ``hidden``: secret argument values, scrubbed out of the stored message and traceback."""
+    entry = error_entry(exc, record.attempts, now)
+    if hidden:
+        entry = {k: scrub(v, hidden) if isinstance(v, str) else v for k, v in entry.items()}
+    errors = _append_error(record, entry)
     if task is not None:
         config = task.config
         timeout_retried = config.retry_timeouts or not isinstance(exc, JobTimeout)
@@ -97,6 +109,8 @@ class Execution:
     handed_back: bool = False
     #: Set when the job is deferred without running to an outcome (rate limit, ``Throttled``).
     deferred: bool = False
+    #: The values of its secret arguments (scrubbed out of its stored errors).
+    hidden: list[str] = field(default_factory=list)
 
     async def run(self, app: App, threads: ThreadRunner) -> tuple[Outcome, BaseException | None]:
         """Run the job; the outcome to report and, for a failed or retried run, the error."""
@@ -109,11 +123,13 @@ class Execution:
             )
             return failure_outcome(app, None, record, exc, app.clock.now()), exc
         try:
-            args, kwargs = task.spec.decode_call(record.payload)
+            payload = record.payload if app.sealer is None else app.sealer.open(record.payload)
+            args, kwargs = task.spec.decode_call(open_without_key(payload))
         except ArgumentsMismatch as mismatch:  # the task changed since this job was stored
             return self._failed(app, task, mismatch)
         except ValueError as decode_error:
             return failure_outcome(app, None, record, decode_error, app.clock.now()), decode_error
+        self.hidden = secret_values(app, record.task, args, kwargs) if task.config.secret else []
         context = JobContext(
             id=record.id,
             task=record.task,
@@ -171,4 +187,4 @@ class Execution:
     def _failed(
         self, app: App, task: Task[Any, Any], exc: BaseException
     ) -> tuple[Outcome, BaseException | None]:
-        return failure_outcome(app, task, self.record, exc, app.clock.now()), exc
+        return failure_outcome(app, task, self.record, exc, app.clock.now(), self.hidden), exc
