@@ -82,7 +82,9 @@ class Durability:
         replies: list[Any] = [None] * len(chunks)
         head: Commands = []
         acked = 0
-        while pending:
+        for _ in range(2):  # the second time after SCRIPT LOAD; a NOSCRIPT left is an error
+            if not pending:
+                break
             calls: Commands = [(*call, *chunks[i]) for i in pending]
             sent = yield [*head, *calls, wait]
             sent = sent[len(head) :]
