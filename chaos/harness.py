@@ -58,6 +58,9 @@ class Result:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     pending: str | None = None  # not run: why
+    #: Failover rows (scenario 9): enqueue calls made, and how many raised.
+    enqueued: int | None = None
+    refused: int = 0
 
     def check(self, condition: bool, failure: str) -> bool:
         """Record ``failure`` (and fail the row) unless ``condition``."""

@@ -200,7 +200,7 @@ class LocalCluster:
 
     def primary_of(self, key: str) -> int:
         """The port of the primary that serves ``key``'s slot now."""
-        slot = int(_cli(self.ports[0], "CLUSTER", "KEYSLOT", key))
+        slot = int(_cli(self.alive_port(), "CLUSTER", "KEYSLOT", key))
         for line in _cli(self.alive_port(), "CLUSTER", "NODES").splitlines():
             fields = line.split()
             if "master" not in fields[2] or "fail" in fields[2]:
@@ -224,6 +224,10 @@ class LocalCluster:
     def kill(self, port: int) -> None:
         """SIGKILL one node (its replica, if any, is promoted after the node timeout)."""
         self._procs.kill(port)
+
+    def restart(self, port: int) -> None:
+        """Start a killed node again (it rejoins; a replaced primary as a replica)."""
+        self._procs.restart(port)
 
     def wait_healthy(self, timeout: float = _STARTUP_TIMEOUT) -> None:
         """Wait until every node still alive says the cluster is ok."""

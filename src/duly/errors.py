@@ -4,6 +4,7 @@
 
     DulyError
     ├── BackendUnavailable      the backend could not be reached (enqueue, lookups, the worker)
+    │   └── DurabilityError     an enqueue fewer replicas confirmed than ``wait_replicas``
     ├── ConfigurationError      a bad URL, a missing extra, an invalid option
     ├── StorageTooNew           the backend's data was stored by a newer duly: upgrade duly
     ├── PayloadError            arguments that cannot be stored, or no longer fit their task
@@ -33,6 +34,7 @@ __all__ = [
     "BackendUnavailable",
     "ConfigurationError",
     "DulyError",
+    "DurabilityError",
     "EventsTrimmed",
     "JobCancelled",
     "JobNotFound",
@@ -56,6 +58,30 @@ class DulyError(Exception):
 
 class BackendUnavailable(DulyError):
     """The job backend could not be reached; nothing was written."""
+
+
+class DurabilityError(BackendUnavailable):
+    """Fewer Redis replicas confirmed an enqueue than ``?wait_replicas=`` asks for.
+
+    Unlike its parent, the jobs *were* stored on the primary: they are only not known to
+    survive its failure (Redis replicates asynchronously). Enqueueing the same job ids again
+    stores nothing twice. ``acked``: the replicas that confirmed; ``wanted``: how many the URL
+    asks for.
+    """
+
+    def __init__(
+        self, where: str = "", acked: int = 0, wanted: int = 0, timeout_ms: int = 0
+    ) -> None:
+        self.acked = acked
+        self.wanted = wanted
+        message = None
+        if wanted:
+            message = (
+                f"{where}: {acked} of {wanted} replicas confirmed the enqueue within "
+                f"{timeout_ms} ms (wait_replicas={wanted}); the jobs are on the primary but "
+                "may be lost if it fails now"
+            )
+        super().__init__(message)
 
 
 class ConfigurationError(DulyError):

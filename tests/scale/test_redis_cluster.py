@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from conftest import (
+from scale_helpers import (
     Ran,
     WorkerThread,
     enqueue_until_accepted,

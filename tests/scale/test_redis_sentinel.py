@@ -4,31 +4,17 @@ primary the sentinels name, and a worker rides out a failover."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from conftest import (
+from scale_helpers import (
     Ran,
     WorkerThread,
     recording_app,
     ride_out_failover,
 )
-from services import require_service
 
 from chaos.redis_topologies import LocalSentinel, _cli
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def sentinel() -> Iterator[LocalSentinel]:
-    """A primary, its replica and three sentinels of this test's own."""
-    require_service("redis-sentinel")
-    started = LocalSentinel().start()
-    try:
-        yield started
-    finally:
-        started.stop()
 
 
 def _keys(port: int, namespace: str) -> set[str]:

@@ -33,5 +33,8 @@ def git(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def in_history(commit: str) -> bool:
-    """Whether ``commit`` is in this clone (a shallow clone may lack it)."""
+    """Whether ``commit`` is in this clone; a shallow clone (CI's, often) fetches it first."""
+    if git("cat-file", "-e", f"{commit}^{{commit}}").returncode == 0:
+        return True
+    git("fetch", "--quiet", "--depth=1", "origin", commit)  # a full id: servers allow it
     return git("cat-file", "-e", f"{commit}^{{commit}}").returncode == 0

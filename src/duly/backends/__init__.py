@@ -13,7 +13,9 @@ __all__ = ["DEFAULT_URL", "Backend", "backend_from_url", "redact_url", "split_ur
 DEFAULT_URL = "sqlite:///duly.db"
 
 #: Query parameters duly reads (and removes) before handing a URL to the driver.
-_OWN_PARAMS = ("namespace", "auto_migrate")
+_OWN_PARAMS = ("namespace", "auto_migrate", "wait_replicas", "wait_timeout_ms")
+#: Of those, the ones only the Redis backend reads.
+_REDIS_PARAMS = ("wait_replicas", "wait_timeout_ms")
 
 _EXTRA_HINT = "install it with: pip install 'duly[{extra}]'"
 
@@ -44,13 +46,17 @@ def backend_from_url(url: str, namespace: str = "duly") -> Backend:
     ``rediss://`` (keys prefixed by ``namespace``), ``redis+cluster://host:port[,host:port]``
     or ``redis+sentinel://host:port[,host:port]/<master-name>[/<db>]``; ``postgresql://``
     (tables in the schema ``namespace``). A ``?namespace=`` query parameter overrides the argument;
-    ``?auto_migrate=false`` stops PostgreSQL from migrating its schema on first use.
+    ``?auto_migrate=false`` stops PostgreSQL from migrating its schema on first use;
+    ``?wait_replicas=N[&wait_timeout_ms=T]`` makes every Redis enqueue wait for N replicas.
     """
     url, params = split_url(url)
+    scheme = urlsplit(url).scheme.lower()
+    redis_only = [name for name in _REDIS_PARAMS if name in params]
+    if redis_only and not scheme.startswith(("redis", "rediss", "unix")):
+        raise ConfigurationError(f"?{redis_only[0]}= is a Redis option, not one of {scheme}://")
     namespace = params.get("namespace") or namespace
     if not namespace or not namespace.replace("_", "").replace("-", "").isalnum():
         raise ConfigurationError(f"invalid namespace {namespace!r}: use letters, digits, _ and -")
-    scheme = urlsplit(url).scheme.lower()
     if scheme == "sqlite":
         from duly.backends.sqlite import SqliteBackend
 
@@ -60,11 +66,12 @@ def backend_from_url(url: str, namespace: str = "duly") -> Backend:
             check_redis_url(url)
         try:
             from duly.backends.redis import RedisBackend
+            from duly.backends.redis.durable import Durability
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ConfigurationError(
                 f"the Redis backend needs redis-py; {_EXTRA_HINT.format(extra='redis')}"
             ) from exc
-        return RedisBackend(url, namespace=namespace)
+        return RedisBackend(url, namespace=namespace, durability=Durability.from_params(params))
     if scheme in ("postgres", "postgresql"):
         check_postgres_url(url)
         try:

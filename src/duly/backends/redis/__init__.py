@@ -32,6 +32,7 @@ from duly.backends.redis.connection import (
     guard,
     make_client,
 )
+from duly.backends.redis.durable import Durability
 from duly.backends.redis.format import Formats
 from duly.backends.redis.keys import Keyspace
 from duly.backends.redis.scripts import Scripts
@@ -71,9 +72,13 @@ class RedisBackend:
     a Redis Cluster (``redis+cluster://``) or a Sentinel-managed primary (``redis+sentinel://``;
     see ``topology.py``)."""
 
-    def __init__(self, url: str, namespace: str = "duly") -> None:
+    def __init__(
+        self, url: str, namespace: str = "duly", durability: Durability | None = None
+    ) -> None:
         self.url = url
         self.namespace = namespace
+        #: ``?wait_replicas=``: every enqueue waits for that many replicas (durable.py).
+        self.durability = durability
         self.keys = Keyspace(namespace)
         self.topology = Topology.parse(url)
         self._scripts = Scripts(self.keys)
@@ -89,7 +94,7 @@ class RedisBackend:
 
     def clone(self) -> RedisBackend:
         """A new, unopened backend on the same server and namespace."""
-        return RedisBackend(self.url, self.namespace)
+        return RedisBackend(self.url, self.namespace, self.durability)
 
     # -- plumbing --------------------------------------------------------------------------
     @property
@@ -148,7 +153,13 @@ class RedisBackend:
         if not jobs:
             return []
         with guard(self._safe_url, "enqueue"):
-            found = await self._scripts.enqueue(self._redis, jobs)
+            if self.durability is None:
+                found = await self._scripts.enqueue(self._redis, jobs)
+            else:
+                replies = await self.durability.enqueue(
+                    self._scripts, self._redis, jobs, self._safe_url
+                )
+                found = self._scripts.collect(jobs, replies)
         return codec.results(jobs, found)
 
     def enqueue_blocking(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
@@ -158,7 +169,12 @@ class RedisBackend:
         with guard(self._safe_url, "enqueue"):
             if not self._formats.ready:
                 self._formats.ensure_blocking(self._blocking.evaluate)
-            if self.topology.kind == "cluster":
+            if self.durability is not None:
+                replies = self.durability.enqueue_blocking(
+                    self._scripts, self._blocking, jobs, self._safe_url
+                )
+                found = self._scripts.collect(jobs, replies)
+            elif self.topology.kind == "cluster":
                 found = self._scripts.enqueue_blocking_cluster(self._blocking.cluster(), jobs)
             else:
                 found = self._scripts.enqueue_blocking(self._blocking.connection(), jobs)
@@ -273,7 +289,13 @@ class RedisBackend:
     async def enqueue_group(self, group: NewGroup, members: Sequence[NewJob]) -> None:
         jobs = [*members, group.callback] if group.callback is not None else list(members)
         with guard(self._safe_url, "enqueue_group"):
-            found = await self._scripts.enqueue_group(self._redis, group, jobs)
+            if self.durability is None:
+                found = await self._scripts.enqueue_group(self._redis, group, jobs)
+            else:
+                [reply] = await self.durability.enqueue(
+                    self._scripts, self._redis, jobs, self._safe_url, group
+                )
+                found = self._scripts.collect_group(jobs, reply)
         if any(f is not None for f in found):
             raise ValueError(f"group {group.id!r}: a job id of it is already stored")
 

@@ -45,6 +45,7 @@ __all__ = [
     "Client",
     "guard",
     "make_client",
+    "reply_of",
 ]
 
 _MAX_CONNECTIONS: Final = 64
@@ -238,7 +239,7 @@ class BlockingConnections:
             cluster[0].close()
 
 
-async def _reply(pending: Awaitable[Any]) -> Any:
+async def reply_of(pending: Awaitable[Any]) -> Any:
     """A reply read from a connection, an error reply returned rather than raised."""
     try:
         return await pending
@@ -320,7 +321,7 @@ class AutoPipeline:
 
         async def send_all() -> list[Any]:
             await conn.send_packed_command(conn.pack_commands(commands))
-            return [await _reply(conn.read_response()) for _ in commands]
+            return [await reply_of(conn.read_response()) for _ in commands]
 
         async def disconnect(_error: Exception) -> None:
             await conn.disconnect()

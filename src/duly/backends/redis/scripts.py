@@ -163,7 +163,7 @@ class Scripts:
         for script in self.all:
             await script.load(client)
 
-    def _enqueue_chunks(
+    def enqueue_chunks(
         self, jobs: Sequence[NewJob], group: NewGroup | None = None
     ) -> Iterator[list[Value]]:
         """The ARGV of each chunk of enqueueing ``jobs``, built lazily (the blocking path sends
@@ -226,25 +226,25 @@ class Scripts:
         them in one round trip (with whatever else this turn calls). A connection error
         repeats the whole flush (the client's retry policy); chunks that had run dedupe by id,
         so nothing is stored twice."""
-        keys = self._enqueue_keys()
+        keys = self.enqueue_keys()
         calls = [
             self._call(self.enqueue_script, client, keys, args)
-            for args in self._enqueue_chunks(jobs)
+            for args in self.enqueue_chunks(jobs)
         ]
         replies = await asyncio.gather(*calls, return_exceptions=True)
         for reply in replies:
             if isinstance(reply, BaseException):
                 raise reply
-        return self._collect(jobs, replies)
+        return self.collect(jobs, replies)
 
     def enqueue_blocking(self, conn: Any, jobs: Sequence[NewJob]) -> list[bytes | None]:
         """Blocking twin of ``enqueue`` on a sync redis-py connection the caller owns (same
         script, same round trip). The connection is left clean: every reply read, or
         disconnected."""
-        script, keys = self.enqueue_script, self._enqueue_keys()
+        script, keys = self.enqueue_script, self.enqueue_keys()
         head = ("EVALSHA", script.sha, len(keys), *keys)
         chunks: list[list[Value]] = []
-        lazy = self._enqueue_chunks(jobs)
+        lazy = self.enqueue_chunks(jobs)
 
         def send_all() -> list[Any]:
             for args in chunks:
@@ -274,14 +274,18 @@ class Scripts:
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-        return self._collect(jobs, replies)
+        return self.collect(jobs, replies)
 
     async def enqueue_group(
         self, client: Client, group: NewGroup, jobs: Sequence[NewJob]
     ) -> list[bytes | None]:
         """Store a duly group: ``jobs`` (members, then the callback if any) in one call."""
-        [args] = self._enqueue_chunks(jobs, group)
-        reply = await self._call(self.enqueue_script, client, self._enqueue_keys(), args)
+        [args] = self.enqueue_chunks(jobs, group)
+        reply = await self._call(self.enqueue_script, client, self.enqueue_keys(), args)
+        return self.collect_group(jobs, reply)
+
+    def collect_group(self, jobs: Sequence[NewJob], reply: list[Any]) -> list[bytes | None]:
+        """``collect`` for a group's single enqueue call."""
         found: list[bytes | None] = []
         self._found(len(jobs), reply, found)
         return found
@@ -291,21 +295,21 @@ class Scripts:
     ) -> list[bytes | None]:
         """``enqueue_blocking`` on a cluster: each chunk is one script call that the sync
         cluster client sends to the namespace's node (following redirections)."""
-        script, keys = self.enqueue_script, self._enqueue_keys()
+        script, keys = self.enqueue_script, self.enqueue_keys()
         replies: list[Any] = []
-        for args in self._enqueue_chunks(jobs):
+        for args in self.enqueue_chunks(jobs):
             try:
                 replies.append(client.evalsha(script.sha, len(keys), *keys, *args))
             except NoScriptError:
                 client.script_load(script.source)
                 replies.append(client.evalsha(script.sha, len(keys), *keys, *args))
-        return self._collect(jobs, replies)
+        return self.collect(jobs, replies)
 
-    def _enqueue_keys(self) -> tuple[str, ...]:
+    def enqueue_keys(self) -> tuple[str, ...]:
         k = self.keys
         return (k.due, k.all, k.queues, k.queue_counts, k.unique)
 
-    def _collect(self, jobs: Sequence[NewJob], replies: list[Any]) -> list[bytes | None]:
+    def collect(self, jobs: Sequence[NewJob], replies: list[Any]) -> list[bytes | None]:
         found: list[bytes | None] = []
         for start, reply in zip(range(0, len(jobs), ENQUEUE_CHUNK), replies, strict=True):
             self._found(min(ENQUEUE_CHUNK, len(jobs) - start), reply, found)
