@@ -11,6 +11,10 @@ counters, and a per-link sorted set of operation ids. In duly each of those is o
   ``app.jobs(key=...)``;
 - success and error counters: ``app.stats()`` (per-minute buckets, 24 h).
 
+The HTTP face (``http.py``): the status route, the per-link list, the counters and a secret
+webhook per link, served by ``app.asgi()``; the user's GitHub token rides as a ``secret=``
+argument.
+
 Run it: ``python -m examples.operations.app`` (add DULY_URL to use Redis or PostgreSQL).
 """
 
@@ -37,9 +41,13 @@ class UpstreamMissing(Exception):
     backoff=duly.Backoff(base=0.2, cap=1),
     retry_on=(ConnectionError,),
     retention=timedelta(hours=24),
+    secret=("access_token",),  # "***" in the API, the dashboard, the CLI and the logs
 )
-def sync_link(link: dict[str, Any], kind: str = "AUTOMATIC") -> dict[str, Any]:
-    """Compare the link's upstream with its fork; 'open a pull request' when they differ."""
+def sync_link(
+    link: dict[str, Any], kind: str = "AUTOMATIC", access_token: str = ""
+) -> dict[str, Any]:
+    """Compare the link's upstream with its fork (as the link's owner, with their GitHub
+    ``access_token``); 'open a pull request' when they differ."""
     if not link.get("upstream"):
         raise UpstreamMissing(f"link {link['id']}: upstream repository is gone")
     if link.get("flaky") and duly.current_job().attempt == 1:
@@ -61,8 +69,11 @@ def start_operation(link: dict[str, Any], kind: str = "MANUAL") -> str:
 def operation_status(operation_id: str) -> dict[str, Any] | None:
     """What ``GET /v1/operations/:id`` returned: status, times, output — or None."""
     info = app.get_job(operation_id)
-    if info is None:
-        return None
+    return None if info is None else status_of(info)
+
+
+def status_of(info: duly.JobInfo) -> dict[str, Any]:
+    """An operation's job in Backstroke's ``/v1/operations/:id`` shape."""
     return {
         "status": {"succeeded": "OK", "failed": "ERROR"}.get(info.status, info.status.upper()),
         "startedAt": info.started_at.isoformat() if info.started_at else None,
