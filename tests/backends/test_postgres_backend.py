@@ -847,3 +847,42 @@ def test_blocking_enqueue_migrates_only_a_schema_that_needs_it(
         assert runs == ["m"]
     finally:
         backend.close_blocking()
+
+
+def test_event_readers_wait_only_for_transactions_that_write_events(
+    postgres_url: str, schema: str
+) -> None:
+    """Ids come from a sequence and commit in any order, so a reader holds back while a
+    transaction that may commit a smaller id is open: a transactional enqueue left open does
+    hold it back; a long transaction that never wrote events (a report, pg_dump; here one with
+    an xid, in the same database) does not."""
+
+    async def read_after(backend: PostgresBackend, after: str) -> list[str]:
+        events, _ = await backend.read_events(after, None, 100)
+        return [e.job_id for e in events]
+
+    async def main() -> None:
+        backend = PostgresBackend(postgres_url, schema)
+        await backend.open()
+        try:
+            _, start = await backend.read_events(None, None, 100)
+            first = new_job()
+            await backend.enqueue([first])
+            with psycopg.connect(postgres_url) as bystander:
+                bystander.execute("SELECT pg_current_xact_id()")  # an xid, never committed
+                assert await read_after(backend, start) == [first.id]  # not held back
+                with psycopg.connect(postgres_url) as writer:
+                    held = new_job()
+                    backend.enqueue_on(writer, [held])  # its event id taken, uncommitted
+                    second = new_job()
+                    await backend.enqueue([second])  # a larger id, committed
+                    loop = asyncio.get_running_loop()
+                    began = loop.time()
+                    assert await read_after(backend, start) == []  # held back: nothing
+                    assert loop.time() - began >= 1.0  # it waited for the writer first
+                    writer.commit()
+                assert await read_after(backend, start) == [first.id, held.id, second.id]
+        finally:
+            await backend.close()
+
+    asyncio.run(main())

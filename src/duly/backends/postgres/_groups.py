@@ -5,10 +5,11 @@ outcome counted once, the callback queued by the last one) is done by the trigge
 ``migrations/0005_groups_events.sql``.
 
 Event ids come from a sequence: allocated in order, committed in any order. So a reader first
-reads the highest id handed out (``events_allocated``), then a snapshot's xmax (``events_horizon``),
-and reads up to that id only once every transaction running at the horizon has ended
-(``events_settled``): an event it returns can never be followed by one with a smaller id. A
-long transaction (a transactional enqueue left open) holds readers back until it ends.
+reads the highest id handed out (``events_allocated``), then the transactions writing events at
+that moment (``events_writers``: the holders of the events table's write lock), and reads up
+to that id only once they have all ended (``events_settled``): an event it returns can never
+be followed by one with a smaller id. A long transaction that wrote events (a transactional
+enqueue left open) holds readers back until it ends; other transactions of the cluster never do.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ __all__ = ["Grouping"]
 EVENTS_KEPT: Final = 100_000
 #: Most events one purge deletes.
 _TRIM_BATCH: Final = 10_000
-#: Seconds between two looks at whether the transactions at a horizon have ended.
+#: Seconds between two looks at whether the transactions writing events have ended.
 _SETTLE_POLL: Final = 0.005
 #: Longest wait for them before a read returns nothing (and is tried again).
 _SETTLE_WAIT: Final = 2.0
@@ -98,12 +99,12 @@ class Grouping(Enqueuing):
             position = _event_id(after)
             if bound <= position:
                 return [], after
-            cur = await conn.execute(self._q["events_horizon"])
-            [(horizon,)] = await cur.fetchall()
+            cur = await conn.execute(self._q["events_writers"], {"schema": self.schema})
+            [(writers,)] = await cur.fetchall()
             loop = asyncio.get_running_loop()
             give_up = loop.time() + _SETTLE_WAIT
-            while True:
-                cur = await conn.execute(self._q["events_settled"], {"horizon": horizon})
+            while writers:
+                cur = await conn.execute(self._q["events_settled"], {"writers": writers})
                 [(settled,)] = await cur.fetchall()
                 if settled:
                     break

@@ -807,14 +807,25 @@ FROM {schema}.groups WHERE id = %(id)s;
 -- The highest event id handed out, committed or not (a sequence is not transactional).
 SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {schema}.events_id_seq;
 
--- name: events_horizon
--- Run after events_allocated, as its own statement: every transaction that got an id up to
--- that value has an xid below this snapshot's xmax.
-SELECT pg_snapshot_xmax(pg_current_snapshot())::text;
+-- name: events_writers
+-- Run after events_allocated, as its own statement: the transactions that may still commit an
+-- event with an id up to that value. Each took the events table's RowExclusiveLock before its
+-- id (a lock is taken when a statement starts, an id when its row is built), so it is listed
+-- here while it runs. Only these hold readers back: an unrelated long transaction elsewhere
+-- in the cluster (a report, pg_dump) does not.
+SELECT coalesce(array_agg(l.virtualtransaction), '{}')
+FROM pg_locks l
+WHERE l.locktype = 'relation' AND l.mode = 'RowExclusiveLock'
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.relation = (SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                    WHERE n.nspname = %(schema)s AND c.relname = 'events');
 
 -- name: events_settled
--- Whether every transaction running at events_horizon has ended (committed or rolled back).
-SELECT pg_snapshot_xmin(pg_current_snapshot()) >= %(horizon)s::xid8;
+-- Whether every transaction listed by events_writers has ended (committed or rolled back).
+SELECT NOT EXISTS (
+    SELECT 1 FROM pg_locks
+    WHERE locktype = 'virtualxid' AND virtualxid = ANY(%(writers)s::text[])
+);
 
 -- name: events_after
 SELECT (SELECT upto FROM {schema}.event_trim) AS upto, e.id, e.job_id, e.task, e.queue, e.key,
