@@ -312,3 +312,19 @@ async def test_scopes_list_stalest_first_with_tiers(backend: Backend) -> None:
     # The tier decides the rule: the gold scope is stale, the free one is not.
     assert (await sync(backend, "gold", now=now, ms=60.0)).enqueued
     assert not (await sync(backend, "free", now=now, ms=6000.0, active=True)).enqueued
+
+
+async def test_one_scope_is_read_as_the_listing_reads_it(backend: Backend) -> None:
+    assert await backend.freshness_scope(NAME, "team:7") is None
+    state = await sync(backend, "team:7", now=T0)
+    assert state.job_id is not None
+    await run_sync(backend, state.job_id, start=T0 + 1, end=T0 + 2, kind="failed")
+    await sync(backend, "team:8", now=T0)
+    [listed] = [
+        s for s in await backend.freshness_scopes(NAME, T0 + 3, False, 10) if s.scope == "team:7"
+    ]
+    one = await backend.freshness_scope(NAME, "team:7")
+    assert one == listed
+    assert one is not None and one.failures == 1 and one.job_id is None and one.last_error
+    assert await backend.freshness_scope("other", "team:7") is None
+    assert await backend.freshness_scope(NAME, "team:9") is None

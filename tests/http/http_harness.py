@@ -150,9 +150,12 @@ class Stream:
             if not name:  # a comment is a message of its own here
                 return fields
 
-    def job_event(self) -> dict[str, Any]:
-        """The next ``job`` event's data, with its ``id:`` as ``_id`` (skips comments)."""
+    def job_event(self, within: float = 20.0) -> dict[str, Any]:
+        """The next ``job`` event's data, with its ``id:`` as ``_id`` (skips comments: fails
+        after ``within`` seconds of keep-alives only)."""
+        deadline = time.monotonic() + within
         while True:
+            assert time.monotonic() < deadline, f"no job event within {within}s"
             fields = self.message()
             if fields.get("event") == "job":
                 data: dict[str, Any] = json.loads(fields["data"])

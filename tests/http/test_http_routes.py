@@ -153,3 +153,23 @@ def test_retry_and_cancel(hub: Hub) -> None:
     for action in ("retry", "cancel"):
         missing = hub.client.post(f"/api/v1/jobs/01NOPE/{action}", headers=AS_ADMIN)
         assert missing.status_code == 404
+
+
+def test_one_scope_and_watches_by_key(hub: Hub) -> None:
+    never = hub.get("/api/v1/freshness/links/scopes/link:9")["scope"]
+    assert never["state"] == "never" and never["job"] is None and not never["syncing"]
+    missing = hub.client.get("/api/v1/freshness/nope/scopes/link:9", headers=AS_ADMIN)
+    assert missing.status_code == 404
+    hub.client.post("/api/v1/freshness/links/scopes/link:9/refresh", headers=AS_ADMIN)
+    one = hub.get("/api/v1/freshness/links/scopes/link:9")["scope"]
+    assert one["syncing"] and one["requested_by"] == "request"
+    assert hub.get("/api/v1/freshness/links/scopes")["scopes"] == [one]
+
+    watch = hub.app.tasks["watch_link"]
+    watch.start(456)  # type: ignore[attr-defined]
+    watch.start(789)  # type: ignore[attr-defined]
+    by_arg = hub.get("/api/v1/watches", params={"key": "456"})["watches"]
+    assert [w["args"] for w in by_arg] == [[456]]
+    own_key = by_arg[0]["key"]
+    assert own_key and hub.get("/api/v1/watches", params={"key": own_key})["watches"] == by_arg
+    assert hub.get("/api/v1/watches", params={"key": "nobody"})["watches"] == []

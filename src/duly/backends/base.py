@@ -321,6 +321,11 @@ class Backend(Protocol):
         synced first); with ``stale_only``, only those with score >= 1 at ``now``."""
         ...
 
+    async def freshness_scope(self, name: str, scope: str) -> ScopeState | None:
+        """The row of one scope of freshness ``name``, or None if it was never seen (one
+        lookup; changes nothing)."""
+        ...
+
     async def freshness_stale_count(self, name: str, now: float) -> int:
         """How many scopes of ``name`` are stale at ``now`` (score >= 1, or never synced):
         the SLA breaches a metrics scrape reports. Never reads the other scopes."""

@@ -201,6 +201,7 @@ class WatchOut(msgspec.Struct):
 
     watch: str
     job_id: str
+    key: str | None
     args: list[Any]
     kwargs: dict[str, Any]
     state: Literal["watching", "done", "ended", "stopped", "failed"]

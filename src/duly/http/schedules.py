@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from duly.freshness import Mirror
+from duly.freshness import Freshness, Mirror
 from duly.http.api import (
     CURSOR,
     LIMIT,
@@ -25,14 +25,17 @@ from duly.http.models import (
     ScopeList,
     ScopeRefreshed,
     WatchList,
+    WatchOut,
 )
-from duly.http.views import group_out, scope_out, utc, watch_out
+from duly.http.views import group_out, never_scope, scope_out, utc, watch_out
 from duly.records import JobFilter
 from duly.scheduler.periodic import Schedule
 from duly.watch import WatchRecord
 
 __all__ = ["ENDPOINTS"]
 
+#: With ``key=``, the newest watches read per watch and state (then filtered here).
+WATCH_KEY_SCAN: Final = 500
 #: The deepest scope a page of ``freshness/{name}/scopes`` reaches (its cursor is an offset).
 MAX_SCOPE_OFFSET: Final = 10_000
 _ACTIVE: Final = ("scheduled", "queued", "running", "retrying")
@@ -83,22 +86,30 @@ async def watches(call: Call) -> WatchList:
             raise ApiError(404, f"no watch named {q['watch']!r}")
         names = [q["watch"]]
     limit: int = q["limit"]
+    key: str | None = q["key"]
     backend = await app.backend()
+    read = limit + 1 if key is None else WATCH_KEY_SCAN
     records = [
         record
         for name in names
         for status in (_ACTIVE if q["active"] else _ENDED)
         for record in await backend.list_jobs(
-            JobFilter(task=name, status=status, before=q["before"]), limit + 1
+            JobFilter(task=name, status=status, before=q["before"]), read
         )
     ]
     records.sort(key=lambda r: r.id, reverse=True)
-    more = len(records) > limit
-    records = records[:limit]
-    return WatchList(
-        watches=[watch_out(app, WatchRecord.from_record(r)) for r in records],
-        next=encode_cursor(records[-1].id) if more else None,
-    )
+    found = [watch_out(app, WatchRecord.from_record(r), r.key) for r in records]
+    if key is not None:
+        found = [w for w in found if _of_key(w, key)]
+    more = len(found) > limit
+    found = found[:limit]
+    return WatchList(watches=found, next=encode_cursor(found[-1].job_id) if more else None)
+
+
+def _of_key(watch: WatchOut, key: str) -> bool:
+    """``watch`` has this key, or an argument (secret ones masked) equal to it."""
+    values = [*watch.args, *watch.kwargs.values()]
+    return watch.key == key or any(str(v) == key for v in values if v is not None)
 
 
 async def group(call: Call) -> GroupOut:
@@ -161,6 +172,16 @@ async def scopes(call: Call) -> ScopeList:
     )
 
 
+async def one_scope(call: Call) -> ScopeRefreshed:
+    """One scope (never seen: state ``never``), without enqueueing anything."""
+    mirror = _mirror(call)
+    app = call.app
+    row = await (await app.backend()).freshness_scope(mirror.name, call.path["scope"])
+    if row is None:
+        return ScopeRefreshed(scope=never_scope(call.path["scope"]))
+    return ScopeRefreshed(scope=scope_out(Freshness.from_state(app, row, app.clock.now())))
+
+
 async def refresh(call: Call) -> ScopeRefreshed:
     """Ask for a sync of one scope now (one runs at a time: an active one is returned)."""
     mirror = _mirror(call)
@@ -190,6 +211,11 @@ ENDPOINTS: Final = (
         params=(
             Param("active", "bool", "Active watches (default) or ended ones.", default=True),
             Param("watch", description="Only this watch (its task name)."),
+            Param(
+                "key",
+                description="Only watches of this key, or with an argument equal to it "
+                "(among the newest 500 per watch and state).",
+            ),
             LIMIT,
             Param("before", "cursor", "The `next` of the previous page."),
         ),
@@ -227,6 +253,15 @@ ENDPOINTS: Final = (
             CURSOR,
         ),
         errors=(400, 404),
+        tags=("freshness",),
+    ),
+    Endpoint(
+        "GET",
+        "/api/v1/freshness/{name}/scopes/{scope}",
+        one_scope,
+        ScopeRefreshed,
+        "Get one scope",
+        errors=(404,),
         tags=("freshness",),
     ),
     Endpoint(

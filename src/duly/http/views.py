@@ -32,7 +32,16 @@ if TYPE_CHECKING:
     from duly.job import JobInfo
     from duly.watch import WatchRecord
 
-__all__ = ["event_out", "group_out", "job_out", "maybe_utc", "scope_out", "utc", "watch_out"]
+__all__ = [
+    "event_out",
+    "group_out",
+    "job_out",
+    "maybe_utc",
+    "never_scope",
+    "scope_out",
+    "utc",
+    "watch_out",
+]
 
 
 def utc(seconds: float) -> datetime:
@@ -90,13 +99,13 @@ def job_out(app: App, info: JobInfo) -> JobOut:
     )
 
 
-def watch_out(app: App, record: WatchRecord) -> WatchOut:
-    """The API's view of a watch, secret arguments masked."""
+def watch_out(app: App, record: WatchRecord, key: str | None) -> WatchOut:
+    """The API's view of a watch (``key``: its job's), secret arguments masked."""
     from duly.secrets import redact_arguments
 
     args, kwargs = redact_arguments(app, record.watch, record.args, record.kwargs)
     values = {f.name: getattr(record, f.name) for f in fields(record)}
-    values.update(args=to_builtins(args), kwargs=to_builtins(kwargs))
+    values.update(args=to_builtins(args), kwargs=to_builtins(kwargs), key=key)
     return msgspec.convert(values, WatchOut, from_attributes=True)
 
 
@@ -120,6 +129,23 @@ def scope_out(scope: Freshness) -> ScopeOut:
         last_attempt_at=scope.last_attempt_at,
         next_due=scope.next_due,
         requested_by=scope.requested_by,
+    )
+
+
+def never_scope(scope: str) -> ScopeOut:
+    """A scope that was never checked, requested nor synced."""
+    return ScopeOut(
+        scope=scope,
+        state="never",
+        score=None,
+        last_synced_at=None,
+        syncing=False,
+        job=None,
+        failures=0,
+        last_error=None,
+        last_attempt_at=None,
+        next_due=None,
+        requested_by=None,
     )
 
 

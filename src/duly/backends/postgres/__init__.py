@@ -368,6 +368,10 @@ class PostgresBackend(Webhooks):
         [(count,)] = await self._rows("fresh_stale_count", {"name": name, "now": float(now)})
         return int(count)
 
+    async def freshness_scope(self, name: str, scope: str) -> ScopeState | None:
+        rows = await self._rows("fresh_scope", {"name": name, "scope": scope})
+        return _freshness.scope_state(rows[0]) if rows else None
+
     async def freshness_scopes(
         self, name: str, now: float, stale_only: bool, limit: int
     ) -> list[ScopeState]:

@@ -5,11 +5,12 @@ outcome counted once, the callback queued by the last one) is done by the trigge
 ``migrations/0005_groups_events.sql``.
 
 Event ids come from a sequence: allocated in order, committed in any order. So a reader first
-reads the highest id handed out (``events_allocated``), then the transactions writing events at
-that moment (``events_writers``: the holders of the events table's write lock), and reads up
-to that id only once they have all ended (``events_settled``): an event it returns can never
-be followed by one with a smaller id. A long transaction that wrote events (a transactional
-enqueue left open) holds readers back until it ends; other transactions of the cluster never do.
+reads the highest id handed out (``events_allocated``), then the transactions writing to the
+events table at that moment (``events_writers``: the holders of its RowExclusiveLock, taken
+before an id is drawn), and reads up to that id only once each of them has ended
+(``events_settled``): an event it returns can never be followed by one with a smaller id. A
+long transaction that wrote events (a transactional enqueue left open) holds readers back
+until it ends; other transactions, in this database or another, do not.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ __all__ = ["Grouping"]
 EVENTS_KEPT: Final = 100_000
 #: Most events one purge deletes.
 _TRIM_BATCH: Final = 10_000
-#: Seconds between two looks at whether the transactions writing events have ended.
+#: Seconds between two looks at whether the transactions at a horizon have ended.
 _SETTLE_POLL: Final = 0.005
 #: Longest wait for them before a read returns nothing (and is tried again).
 _SETTLE_WAIT: Final = 2.0
@@ -99,7 +100,7 @@ class Grouping(Enqueuing):
             position = _event_id(after)
             if bound <= position:
                 return [], after
-            cur = await conn.execute(self._q["events_writers"], {"schema": self.schema})
+            cur = await conn.execute(self._q["events_writers"])
             [(writers,)] = await cur.fetchall()
             loop = asyncio.get_running_loop()
             give_up = loop.time() + _SETTLE_WAIT

@@ -36,6 +36,11 @@ WHERE name = %(name)s AND next_due <= %(now)s ORDER BY next_due LIMIT %(limit)s;
 -- name: fresh_stale_count
 SELECT count(*) FROM {schema}.freshness WHERE name = %(name)s AND stale_at <= %(now)s;
 
+-- name: fresh_scope
+SELECT name, scope, max_staleness, last_success, last_attempt, failures, last_error, next_due,
+       requested_by, job_id
+FROM {schema}.freshness WHERE name = %(name)s AND scope = %(scope)s;
+
 -- name: fresh_scopes
 SELECT name, scope, max_staleness, last_success, last_attempt, failures, last_error, next_due,
        requested_by, job_id

@@ -808,23 +808,21 @@ FROM {schema}.groups WHERE id = %(id)s;
 SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {schema}.events_id_seq;
 
 -- name: events_writers
--- Run after events_allocated, as its own statement: the transactions that may still commit an
--- event with an id up to that value. Each took the events table's RowExclusiveLock before its
--- id (a lock is taken when a statement starts, an id when its row is built), so it is listed
--- here while it runs. Only these hold readers back: an unrelated long transaction elsewhere
--- in the cluster (a report, pg_dump) does not.
+-- Run after events_allocated, as its own statement: the transactions that may hold an event id
+-- up to that value uncommitted. A transaction takes RowExclusiveLock on events (its trigger's
+-- INSERT) before the id is drawn, and keeps it until it ends; so only these are waited for,
+-- not every transaction of the cluster (another database's long transaction holds nothing).
 SELECT coalesce(array_agg(l.virtualtransaction), '{}')
 FROM pg_locks l
-WHERE l.locktype = 'relation' AND l.mode = 'RowExclusiveLock'
-  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND l.relation = (SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                    WHERE n.nspname = %(schema)s AND c.relname = 'events');
+WHERE l.locktype = 'relation' AND l.relation = '{schema}.events'::regclass
+  AND l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid();
 
 -- name: events_settled
--- Whether every transaction listed by events_writers has ended (committed or rolled back).
+-- Whether every transaction of events_writers has ended (committed or rolled back).
 SELECT NOT EXISTS (
-    SELECT 1 FROM pg_locks
-    WHERE locktype = 'virtualxid' AND virtualxid = ANY(%(writers)s::text[])
+    SELECT 1 FROM pg_locks l
+    WHERE l.locktype = 'relation' AND l.relation = '{schema}.events'::regclass
+      AND l.mode = 'RowExclusiveLock' AND l.virtualtransaction = ANY(%(writers)s::text[])
 );
 
 -- name: events_after

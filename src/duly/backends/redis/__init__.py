@@ -393,6 +393,12 @@ class RedisBackend:
             )
         return _freshness.due_scopes(reply)
 
+    async def freshness_scope(self, name: str, scope: str) -> ScopeState | None:
+        fields = ("ms", "ls", "la", "nf", "le", "nd", "rb", "j")
+        with guard(self._safe_url, "freshness"):
+            row = await self._redis.hmget(self.keys.fresh(name, scope), fields)
+        return _freshness.scope_row(name, scope, row)
+
     async def freshness_stale_count(self, name: str, now: float) -> int:
         with guard(self._safe_url, "freshness"):
             reply = await self._scripts.freshness_scopes(self._redis, "count", name, now, True, 0)

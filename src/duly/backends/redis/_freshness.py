@@ -7,7 +7,7 @@ from typing import Any
 
 from duly.freshness_state import FreshnessRequest, ScopeState
 
-__all__ = ["due_scopes", "scope_rows", "sync_states"]
+__all__ = ["due_scopes", "scope_row", "scope_rows", "sync_states"]
 
 
 def _text(value: Any) -> str | None:
@@ -51,6 +51,14 @@ def sync_states(requests: Sequence[FreshnessRequest], reply: list[list[Any]]) ->
 def scope_rows(name: str, reply: list[list[Any]]) -> list[ScopeState]:
     """freshness_scopes.lua's reply in ``scopes`` mode."""
     return [_state(name, _text(row[0]) or "", float(row[1]), row[2:]) for row in reply]
+
+
+def scope_row(name: str, scope: str, row: Sequence[Any]) -> ScopeState | None:
+    """One scope's ``ms, ls, la, nf, le, nd, rb, j`` fields (HMGET), or None if absent."""
+    if row[0] is None:
+        return None
+    nf = row[3] if row[3] is not None else b"0"
+    return _state(name, scope, float(row[0]), [row[1], row[2], nf, *row[4:]])
 
 
 def due_scopes(reply: list[Any]) -> list[str]:

@@ -455,6 +455,10 @@ class SqliteBackend:
         """Up to ``limit`` scopes of ``name`` due at ``now``, earliest first."""
         return await self._run(_freshness.due(name, now, max(int(limit), 0)), "freshness")
 
+    async def freshness_scope(self, name: str, scope: str) -> ScopeState | None:
+        """One scope's row, or None."""
+        return await self._run(_freshness.scope(name, scope), "freshness")
+
     async def freshness_stale_count(self, name: str, now: float) -> int:
         """How many scopes of ``name`` are stale at ``now``."""
         return await self._run(_freshness.stale_count(name, now), "freshness")

@@ -126,6 +126,21 @@ def due(name: str, now: float, limit: int) -> Callable[[sqlite3.Connection], lis
     return read
 
 
+def _state(row: Any) -> ScopeState:
+    return ScopeState(
+        name=row[0],
+        scope=row[1],
+        max_staleness=row[2],
+        last_success=row[3],
+        last_attempt=row[4],
+        failures=row[5],
+        last_error=row[6],
+        next_due=row[7],
+        requested_by=row[8],
+        job_id=row[9],
+    )
+
+
 def scopes(
     name: str, now: float, stale_only: bool, limit: int
 ) -> Callable[[sqlite3.Connection], list[ScopeState]]:
@@ -134,21 +149,17 @@ def scopes(
     params = {"name": name, "top": top, "limit": limit}
 
     def read(conn: sqlite3.Connection) -> list[ScopeState]:
-        return [
-            ScopeState(
-                name=row[0],
-                scope=row[1],
-                max_staleness=row[2],
-                last_success=row[3],
-                last_attempt=row[4],
-                failures=row[5],
-                last_error=row[6],
-                next_due=row[7],
-                requested_by=row[8],
-                job_id=row[9],
-            )
-            for row in conn.execute(QUERIES["fresh_scopes"], params)
-        ]
+        return [_state(row) for row in conn.execute(QUERIES["fresh_scopes"], params)]
+
+    return read
+
+
+def scope(name: str, scope: str) -> Callable[[sqlite3.Connection], ScopeState | None]:
+    """Read: one scope's row, or None."""
+
+    def read(conn: sqlite3.Connection) -> ScopeState | None:
+        row = conn.execute(QUERIES["fresh_scope"], {"name": name, "scope": scope}).fetchone()
+        return None if row is None else _state(row)
 
     return read
 

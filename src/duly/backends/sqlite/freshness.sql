@@ -62,6 +62,11 @@ FROM freshness INDEXED BY freshness_stale
 WHERE name = :name AND stale_at <= :top
 ORDER BY stale_at LIMIT :limit;
 
+-- name: fresh_scope
+SELECT name, scope, max_staleness, last_success, last_attempt, failures, last_error, next_due,
+       requested_by, job_id
+FROM freshness WHERE name = :name AND scope = :scope;
+
 -- name: fresh_stale_count
 SELECT count(*) FROM freshness INDEXED BY freshness_stale
 WHERE name = :name AND stale_at <= :now;
