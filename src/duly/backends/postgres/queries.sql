@@ -811,10 +811,12 @@ SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {schema}.events_id_se
 -- Run after events_allocated, as its own statement: the transactions that may hold an event id
 -- up to that value uncommitted. A transaction takes RowExclusiveLock on events (its trigger's
 -- INSERT) before the id is drawn, and keeps it until it ends; so only these are waited for,
--- not every transaction of the cluster (another database's long transaction holds nothing).
+-- not every transaction of the cluster (another database's long transaction holds nothing;
+-- relation OIDs are per database, hence the database filter).
 SELECT coalesce(array_agg(l.virtualtransaction), '{}')
 FROM pg_locks l
 WHERE l.locktype = 'relation' AND l.relation = '{schema}.events'::regclass
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid();
 
 -- name: events_settled
@@ -822,6 +824,7 @@ WHERE l.locktype = 'relation' AND l.relation = '{schema}.events'::regclass
 SELECT NOT EXISTS (
     SELECT 1 FROM pg_locks l
     WHERE l.locktype = 'relation' AND l.relation = '{schema}.events'::regclass
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
       AND l.mode = 'RowExclusiveLock' AND l.virtualtransaction = ANY(%(writers)s::text[])
 );
 
