@@ -387,3 +387,31 @@ def test_a_result_that_does_not_serialize_fails_the_job(app: duly.App, run_burst
     info = info_of(app, job.id)
     assert info.status == "failed"
     assert info.error is not None and "t.weird" in info.error["message"]
+
+
+@pytest.mark.parametrize("timeout", [None, 30.0], ids=["no-timeout", "timeout"])
+def test_a_task_s_own_timeout_error_is_its_error_not_the_job_timeout(
+    app: duly.App, worker_thread: Any, wait: Any, timeout: float | None
+) -> None:
+    """A TimeoutError the task raises (a socket's, an upstream's) is reported as itself and
+    retried as any error; only the job's own deadline is a JobTimeout."""
+
+    @app.task(name="t.sync_socket", retries=0, timeout=timeout)
+    def sync_socket() -> None:
+        raise TimeoutError("upstream read timed out")
+
+    @app.task(name="t.async_socket", retries=0, timeout=timeout)
+    async def async_socket() -> None:
+        raise TimeoutError("upstream read timed out")
+
+    jobs = [sync_socket.enqueue(), async_socket.enqueue()]
+    with worker_thread(app):
+        wait(lambda: all(finished(app, job) for job in jobs), 10)
+    for job in jobs:
+        info = info_of(app, job.id)
+        assert info.status == "failed"
+        assert info.error is not None
+        assert (info.error["type"], info.error["message"]) == (
+            "TimeoutError",
+            "upstream read timed out",
+        )

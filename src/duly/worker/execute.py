@@ -141,6 +141,7 @@ class Execution:
             group=await app.get_group_async(record.id) if is_group_id(record.id) else None,
         )
         timeout = task.config.timeout
+        deadline: asyncio.Timeout | None = None
         token = _current.set(context)
         try:
             if task.is_async:
@@ -149,7 +150,8 @@ class Execution:
                 if timeout is None:
                     value = await task.fn(*args, **kwargs)
                 else:
-                    async with asyncio.timeout(timeout):
+                    deadline = asyncio.timeout(timeout)
+                    async with deadline:
                         value = await task.fn(*args, **kwargs)
             else:
                 ctx = contextvars.copy_context()
@@ -167,11 +169,9 @@ class Execution:
         except asyncio.CancelledError:
             raise
         except TimeoutError as timed_out:
-            exc = (
-                timed_out
-                if isinstance(timed_out, JobTimeout)
-                else JobTimeout(f"timed out after {timeout:g}s (async job cancelled)")
-            )
+            exc = timed_out  # JobTimeout, or the task's own (a socket's, say)
+            if deadline is not None and deadline.expired() and not isinstance(exc, JobTimeout):
+                exc = JobTimeout(f"timed out after {timeout:g}s (async job cancelled)")
             return self._failed(app, task, exc)
         except BaseException as error:
             return self._failed(app, task, error)

@@ -103,12 +103,15 @@ class ThreadRunner:
         fut: asyncio.Future[Any] = loop.create_future()
         running_in: list[int] = []
         self._work.put((call, context, fut, loop, running_in))
+        deadline = None if timeout is None else asyncio.timeout(timeout)
         try:
-            if timeout is None:
+            if deadline is None:
                 return await asyncio.shield(fut)
-            async with asyncio.timeout(timeout):
+            async with deadline:
                 return await asyncio.shield(fut)
         except TimeoutError:
+            if deadline is None or not deadline.expired():
+                raise  # the job's own TimeoutError (a socket's, say), not its deadline
             if fut.done() and not fut.cancelled() and fut.exception() is None:
                 return fut.result()
             self._write_off(running_in, fut)
