@@ -22,11 +22,13 @@ if TYPE_CHECKING:
     from duly.app import App
     from duly.job import JobInfo
     from duly.task import Task
+    from duly.watch import WatchRecord
 
 __all__ = [
     "MASK",
     "redact_arguments",
     "redact_job",
+    "redact_watch",
     "scrub",
     "secret_values",
 ]
@@ -123,6 +125,14 @@ def scrub(text: str, values: Sequence[str]) -> str:
 
 def _scrub_error(error: Mapping[str, Any], values: Sequence[str]) -> dict[str, Any]:
     return {k: scrub(v, values) if isinstance(v, str) else v for k, v in error.items()}
+
+
+def redact_watch(app: App, row: WatchRecord) -> WatchRecord:
+    """A watch's history row with its secret arguments as ``"***"``."""
+    if _task(app, row.watch) is None:
+        return row
+    args, kwargs = redact_arguments(app, row.watch, row.args, row.kwargs)
+    return dataclasses.replace(row, args=args, kwargs=kwargs)
 
 
 def redact_job(app: App, info: JobInfo) -> JobInfo:

@@ -48,6 +48,7 @@ def cli() -> None:
       worker, scheduler       need the app: MODULE:APP (or --app); --url as above
       status, jobs, retry, cancel, stats, queues, workers, watches, migrate
                               --app and/or --url
+      dashboard               --app (its tasks: secret arguments, schedules) and/or --url
       demo, bench             --url only (they bring their own tasks)
     \b
     Errors are one line on stderr: exit 1 for an unknown job or a refused action, exit 2 for a

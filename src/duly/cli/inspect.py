@@ -24,7 +24,7 @@ from duly.cli.common import (
 )
 from duly.job import JobInfo
 from duly.records import STATUSES
-from duly.secrets import redact_job
+from duly.secrets import redact_job, redact_watch
 from duly.watch import Watch
 
 __all__ = [
@@ -381,6 +381,7 @@ def watches(
         fail("no watches known: give --app MODULE:APP (whose watches to list) or --watch NAME", 2)
     missing = missing_database(app)
     found = [] if missing else app.watch_history(watch_name, active=active, limit=limit)
+    found = [redact_watch(app, row) for row in found]
     if as_json:
         echo_json([row.to_dict() for row in found])
         return
