@@ -89,6 +89,13 @@ class Sealer:
         call["kwargs"] = {k: self._opened(v) for k, v in call.get("kwargs", {}).items()}
         return _JSON.encode(call)
 
+    def open_value(self, value: Any) -> Any:
+        """``value`` opened if it is a sealed argument this key opens, else as it is."""
+        try:
+            return self._opened(value)
+        except ValueError:
+            return value
+
     def _opened(self, value: Any) -> Any:
         if not (isinstance(value, dict) and len(value) == 1 and SEALED in value):
             return value

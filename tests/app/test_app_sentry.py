@@ -98,3 +98,19 @@ def test_secret_values_are_redacted_everywhere_and_retries(app: duly.App) -> Non
         assert event["contexts"]["duly"]["args"] == [7, "***"]
         assert TOKEN not in json.dumps(event)  # nor in the message that quoted it
         assert "bad token ***" in json.dumps(event)
+
+
+@pytest.mark.usefixtures("sentry")
+def test_a_sealed_secret_is_scrubbed_from_the_report(make_app: Any) -> None:
+    app = make_app(secret_key="sentry-test-key")
+    app.add_hook(SentryHook(app))
+
+    @app.task(name="s.sealed", retries=0, secret=("token",))
+    def sealed(team: int, token: str) -> None:
+        raise RuntimeError(f"bad token {token}")
+
+    job = sealed.enqueue(7, TOKEN)
+    duly.testing.run_jobs(app, [job])
+    (event,) = sent_events()
+    assert event["contexts"]["duly"]["args"] == [7, "***"]
+    assert TOKEN not in json.dumps(event) and "bad token ***" in json.dumps(event)

@@ -5,6 +5,7 @@ Every wait is on the stream itself (a read bounded by the socket timeout), never
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Iterator
 
@@ -105,3 +106,26 @@ def test_a_trimmed_resume_point_is_a_reset(hub: Hub, served: Served) -> None:
     after = hub.add.enqueue(5, 5)
     assert resumed.job_event()["job_id"] == after.id
     resumed.close()
+
+
+def test_the_stream_ends_when_the_client_leaves(hub: Hub, served: Served) -> None:
+    state = served.server.server_state
+    streams = [Stream(served.port, "/api/v1/events", AS_READ) for _ in range(3)]
+    for stream in streams:
+        assert stream.message()["retry"] == "2000"
+    assert len(state.tasks) >= 3 and len(_pumps()) >= 3
+    for stream in streams:
+        stream.close()
+    deadline = time.monotonic() + 10  # the server notices within a keep-alive or so
+    while state.tasks or state.connections or _pumps():
+        assert time.monotonic() < deadline, (state.tasks, state.connections, _pumps())
+        time.sleep(0.02)
+
+
+def _pumps() -> list[asyncio.Task[None]]:
+    """The event readers (``duly.http.events._pump`` tasks) still running."""
+    return [
+        o
+        for o in gc.get_objects()
+        if isinstance(o, asyncio.Task) and not o.done() and "_pump" in repr(o.get_coro())
+    ]

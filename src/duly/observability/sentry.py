@@ -88,6 +88,10 @@ class SentryHook(Hook):
         level: str,
     ) -> None:
         names = self._secret_names(task)
+        sealer = None if self.app is None else self.app.sealer
+        if sealer is not None:  # sealed at rest: the values to scrub are the opened ones
+            args = [sealer.open_value(v) for v in args]
+            kwargs = {k: sealer.open_value(v) for k, v in kwargs.items()}
         hidden = _secret_values(self._parameters(task), names, args, kwargs)
         context = {
             "job_id": job_id,
