@@ -134,3 +134,21 @@ def test_traceparent_in_a_payload() -> None:
     assert traceparent_of(nested) is None
     assert traceparent_of(b'{"args":[],"kwargs":{}}') is None
     assert traceparent_of(b'{"args":[],"kwargs":{},"traceparent":"00-zz"}') is None
+
+
+def test_a_secret_value_quoted_by_an_exception_stays_out_of_spans(app: duly.App) -> None:
+    provider, exporter = tracing()
+    app.add_hook(OtelHook(provider))
+
+    @app.task(name="o.leaky", retries=0, secret=("token",))
+    def leaky(token: str) -> None:
+        raise PermissionError(f"upstream refused {token}")
+
+    job = leaky.enqueue(SECRET)
+    duly.testing.run_jobs(app, [job])
+    (run,) = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.CONSUMER]
+    assert run.status.status_code == StatusCode.ERROR
+    (exception,) = [e for e in run.events if e.name == "exception"]
+    assert exception.attributes["exception.type"] == "PermissionError"
+    assert exception.attributes["exception.message"] == "upstream refused ***"
+    assert SECRET not in recorded_text(run)

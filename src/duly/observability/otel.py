@@ -9,8 +9,8 @@
   events; a failure sets the span's status to ERROR with the exception. It is the current span
   while the task runs, so spans the task opens are its children.
 - **Nothing about arguments** is recorded: no argument, payload or result ever reaches a span
-  (so arguments named in ``secret=`` never do either). An exception's message is recorded as the
-  task raised it.
+  (so arguments named in ``secret=`` never do either). An exception is recorded as the task
+  raised it, but with a secret argument's value scrubbed out of its text (as it is stored).
 
 The trace context rides in the job's payload, as its last key: ``{"args": [...], "kwargs":
 {...}, "traceparent": "00-<trace id>-<span id>-<flags>"}`` (72 bytes). Readers of the payload
@@ -166,7 +166,19 @@ class OtelHook(Hook):
         elif outcome.kind == "failed":
             span.add_event("failed", {"duly.attempt": record.attempts})
         if error is not None and outcome.kind in ("retry", "failed"):
-            span.record_exception(error)
+            stored = _last_entry(outcome.errors)
+            if stored is not None and stored.get("message") != str(error):
+                # The worker scrubbed a secret argument's value out of it: record that text.
+                span.add_event(
+                    "exception",
+                    {
+                        "exception.type": str(stored.get("type", type(error).__name__)),
+                        "exception.message": str(stored.get("message", "")),
+                        "exception.stacktrace": str(stored.get("traceback", "")),
+                    },
+                )
+            else:
+                span.record_exception(error)
             span.set_status(self._Status(self._StatusCode.ERROR, type(error).__name__))
         span.end()
 
@@ -184,3 +196,16 @@ class OtelHook(Hook):
             span.add_event(event)
             span.set_attribute("duly.outcome", event)
             span.end()
+
+
+def _last_entry(errors: bytes | None) -> dict[str, Any] | None:
+    """The newest entry of a stored error history (what the worker kept of the failure)."""
+    from duly.serialization import decode
+
+    try:
+        entries = decode(errors) if errors else None
+    except ValueError:
+        return None
+    if isinstance(entries, list) and entries and isinstance(entries[-1], dict):
+        return entries[-1]
+    return None
