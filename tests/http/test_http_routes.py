@@ -108,6 +108,24 @@ def test_periodic_watches_groups_freshness(hub: Hub) -> None:
 
 
 @pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/api/v1/jobs/a%00b"),
+        ("POST", "/api/v1/jobs/a%00b/retry"),
+        ("POST", "/api/v1/jobs/a%00b/cancel"),
+        ("GET", "/api/v1/groups/a%00b"),
+        ("GET", "/api/v1/freshness/links/scopes/a%00b"),
+        ("POST", "/api/v1/freshness/links/scopes/a%00b/refresh"),
+        ("GET", "/api/v1/jobs/" + "x" * 600),
+    ],
+)
+def test_malformed_path_values_are_a_400(hub: Hub, method: str, path: str) -> None:
+    response = hub.client.request(method, path, headers=AS_ADMIN)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]
+
+
+@pytest.mark.parametrize(
     ("path", "params"),
     [
         ("/api/v1/jobs", {"limit": "0"}),

@@ -170,6 +170,20 @@ def decode_cursor(cursor: str, name: str = "cursor") -> str:
     return text[2:]
 
 
+#: Longest path value (a job id, a scope, a secret...) the API looks up.
+MAX_PATH_VALUE: Final = 512
+
+
+def _path(request: Request) -> dict[str, str]:
+    values = {k: str(v) for k, v in request.path_params.items()}
+    for name, value in values.items():
+        if "\x00" in value:
+            raise ApiError(400, f"{name} must not contain NUL characters")
+        if len(value) > MAX_PATH_VALUE:
+            raise ApiError(400, f"{name} is longer than {MAX_PATH_VALUE} characters")
+    return values
+
+
 def _query(endpoint: Endpoint, request: Request) -> dict[str, Any]:
     values: dict[str, Any] = {}
     given = request.query_params
@@ -185,7 +199,7 @@ def handler(endpoint: Endpoint, app: App, auth: Auth) -> Callable[[Request], Awa
     async def run(request: Request) -> Response:
         try:
             role = auth.check(request, endpoint.access)
-            call = Call(app, request, role, dict(request.path_params), _query(endpoint, request))
+            call = Call(app, request, role, _path(request), _query(endpoint, request))
             result = await endpoint.function(call)
         except ApiError as exc:
             headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
