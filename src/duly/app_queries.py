@@ -70,8 +70,8 @@ class AppQueries:
 
     async def get_job_async(self, job_id: str) -> JobInfo | None:
         """Async twin of ``get_job``."""
-        if not isinstance(job_id, str):
-            raise TypeError(f"a job id is a str, got {job_id!r}")
+        if not _storable_id(job_id):
+            return None
         record = await (await self.backend()).get_job(job_id)
         return None if record is None else JobInfo.from_record(record, self.tasks.get(record.task))
 
@@ -113,6 +113,8 @@ class AppQueries:
 
     async def retry_async(self, job_id: str) -> bool:
         """Async twin of ``retry``."""
+        if not _storable_id(job_id):
+            return False
         return await (await self.backend()).retry(job_id, self.clock.now())
 
     def cancel(self, job_id: str) -> bool:
@@ -126,6 +128,8 @@ class AppQueries:
 
     async def cancel_async(self, job_id: str) -> bool:
         """Async twin of ``cancel``."""
+        if not _storable_id(job_id):
+            return False
         now = self.clock.now()
         return await (await self.backend()).cancel(job_id, now, now + self.failed_retention)
 
@@ -159,3 +163,11 @@ class AppQueries:
     async def workers_async(self) -> list[WorkerRecord]:
         """Async twin of ``workers``."""
         return await (await self.backend()).workers()
+
+
+def _storable_id(job_id: object) -> bool:
+    """Whether ``job_id`` could name a stored job: a ``TypeError`` if it is no str; False for a
+    str no backend can store (a NUL character: PostgreSQL would refuse the query itself)."""
+    if not isinstance(job_id, str):
+        raise TypeError(f"a job id is a str, got {job_id!r}")
+    return "\x00" not in job_id

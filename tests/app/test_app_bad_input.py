@@ -190,6 +190,11 @@ def test_bad_lookups(app: duly.App, add) -> None:
         app.jobs(limit=10_001)
     with pytest.raises(TypeError):
         app.enqueue_many([add])  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        app.retry(None)  # type: ignore[arg-type]
+    # An id no backend can store (PostgreSQL refuses NUL in text) names no job, on every backend.
+    assert app.get_job("01J\x00X") is None
+    assert app.retry("01J\x00X") is False and app.cancel("01J\x00X") is False
 
 
 def test_bad_worker_settings(app: duly.App) -> None:
