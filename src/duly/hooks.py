@@ -124,7 +124,7 @@ class Hooks:
             except Exception:
                 log.exception("hook %r raised in %s", hook, event)
                 continue
-            if inspect.isawaitable(returned):
+            if returned is not None and inspect.isawaitable(returned):
                 pending.append(returned)
         return pending
 

@@ -221,8 +221,9 @@ class _PlainRuns:
         self._lock = threading.Lock()  # taken once per thread, and by scrapes
 
     def series(self, task: str, queue: str) -> _PlainSeries:
-        table: dict[tuple[str, str], _PlainSeries] | None = getattr(self._local, "table", None)
-        if table is None:
+        try:
+            table: dict[tuple[str, str], _PlainSeries] = self._local.table
+        except AttributeError:  # this thread's first run
             table = self._local.table = {}
             with self._lock:
                 self._tables.append(table)
