@@ -12,11 +12,20 @@ import asyncio
 import functools
 import os
 import shutil
+from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import pytest
 
-__all__ = ["BACKENDS", "POSTGRES_URL", "REDIS_URL", "require_service", "service_problem"]
+__all__ = [
+    "BACKENDS",
+    "POSTGRES_URL",
+    "REDIS_URL",
+    "backend_url",
+    "require_service",
+    "service_problem",
+]
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -63,6 +72,17 @@ def require_service(kind: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"{problem}; CI must provide this service", pytrace=False)
     pytest.skip(problem)
+
+
+def backend_url(kind: str, tmp_path: Path) -> tuple[str, str]:
+    """A URL and a namespace of this test's own on backend ``kind`` (a SQLite file in
+    ``tmp_path``, a Redis key prefix, a PostgreSQL schema); the service is required."""
+    require_service(kind)
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'duly.db'}", "duly"
+    if kind == "redis":
+        return REDIS_URL, f"t{uuid4().hex[:12]}"
+    return POSTGRES_URL, f"t_{uuid4().hex[:12]}"
 
 
 def claim_as(app: Any, job_id: str, worker: str, lease: float) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,8 +21,9 @@ __all__ = ["AppQueries"]
 T = TypeVar("T")
 
 
-class AppQueries:
-    """Read what the backend holds and act on single jobs; ``duly.App`` inherits these."""
+class AppQueries(ABC):
+    """Read what the backend holds and act on single jobs; ``duly.App`` inherits these and
+    gives the two ways in they need: its backend, and running a coroutine from sync code."""
 
     tasks: dict[str, Task[Any, Any]]
     registry: Registry
@@ -29,11 +31,13 @@ class AppQueries:
     failed_retention: float
     stats_retention: float
 
+    @abstractmethod
     async def backend(self) -> Backend:
-        raise NotImplementedError
+        """The opened backend of the running event loop."""
 
+    @abstractmethod
     def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
-        raise NotImplementedError
+        """Run ``coro`` from sync code and return its result."""
 
     def watch_history(
         self, watch: str | Watch[..., Any] | None = None, *, active: bool = False, limit: int = 50

@@ -15,8 +15,9 @@ Lua for Redis); the conformance suite checks they agree.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from duly.records import NewJob
 
@@ -80,6 +81,13 @@ class ScopeState:
     requested_by: str | None = None
     job_id: str | None = None
     enqueued: bool = False
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> ScopeState:
+        """A scope as the SQL backends read it: ``name, scope, max_staleness, last_success,
+        last_attempt, failures, last_error, next_due, requested_by, job_id``."""
+        name, scope, max_staleness, ls, la, failures, le, nd, rb, job_id = row
+        return cls(name, scope, max_staleness, ls, la, failures, le, nd, rb, job_id)
 
     def score(self, now: float) -> float:
         """Staleness over max_staleness (inf when never synced)."""

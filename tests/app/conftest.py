@@ -21,10 +21,9 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
 
 import pytest
-from services import BACKENDS, POSTGRES_URL, REDIS_URL, require_service
+from services import BACKENDS, backend_url
 
 import duly
 
@@ -37,13 +36,7 @@ def kind_of(url: str) -> str:
 @pytest.fixture(params=BACKENDS)
 def url_and_namespace(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     """A backend URL and a namespace of its own for this test."""
-    kind: str = request.param
-    require_service(kind)
-    if kind == "sqlite":
-        return f"sqlite:///{tmp_path / 'duly.db'}", "duly"
-    if kind == "redis":
-        return REDIS_URL, f"t{uuid4().hex[:12]}"
-    return POSTGRES_URL, f"t_{uuid4().hex[:12]}"
+    return backend_url(request.param, tmp_path)
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
-from uuid import uuid4
 
 import duly
 
@@ -190,12 +189,7 @@ def in_thread(run: Callable[[], Coroutine[Any, Any, Any]], app: duly.App) -> Non
 
 
 def backend_url(kind: str, tmp_path: Path) -> tuple[str, str]:
-    """A URL and namespace of this test's own on backend ``kind``."""
-    from services import POSTGRES_URL, REDIS_URL, require_service  # tests/ (not for scripts)
+    """A URL and namespace of this test's own on backend ``kind`` (``services.backend_url``)."""
+    from services import backend_url as of_this_test  # tests/ (not for scripts)
 
-    require_service(kind)
-    if kind == "sqlite":
-        return f"sqlite:///{tmp_path / 'duly.db'}", "duly"
-    if kind == "redis":
-        return REDIS_URL, f"t{uuid4().hex[:12]}"
-    return POSTGRES_URL, f"t_{uuid4().hex[:12]}"
+    return of_this_test(kind, tmp_path)

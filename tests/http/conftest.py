@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from http_harness import ADMIN, READ, Hub, backend_url, build_app
-from services import BACKENDS
+from http_harness import ADMIN, READ, Hub, build_app
+from services import BACKENDS, backend_url
 from starlette.testclient import TestClient
 
 import duly

@@ -11,11 +11,8 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
-from uuid import uuid4
 
-from services import POSTGRES_URL, REDIS_URL, require_service
 from starlette.testclient import TestClient
 
 import duly
@@ -26,16 +23,6 @@ ADMIN = "a-" + "2" * 30
 AS_READ = {"Authorization": f"Bearer {READ}"}
 AS_ADMIN = {"Authorization": f"Bearer {ADMIN}"}
 SECRET = "gho_Sup3rS3cretT0ken"
-
-
-def backend_url(kind: str, tmp_path: Path) -> tuple[str, str]:
-    """A URL and a namespace of this test's own on ``kind``."""
-    require_service(kind)
-    if kind == "sqlite":
-        return f"sqlite:///{tmp_path / 'duly.db'}", "duly"
-    if kind == "redis":
-        return REDIS_URL, f"t{uuid4().hex[:12]}"
-    return POSTGRES_URL, f"t_{uuid4().hex[:12]}"
 
 
 @dataclass

@@ -15,8 +15,8 @@ from types import ModuleType
 from uuid import uuid4
 
 import pytest
-from http_harness import ADMIN, AS_ADMIN, READ, SECRET, Served, Stream, backend_url
-from services import BACKENDS
+from http_harness import ADMIN, AS_ADMIN, READ, SECRET, Served, Stream
+from services import BACKENDS, backend_url
 from starlette.testclient import TestClient
 
 import duly

@@ -370,7 +370,7 @@ class PostgresBackend(Webhooks):
 
     async def freshness_scope(self, name: str, scope: str) -> ScopeState | None:
         rows = await self._rows("fresh_scope", {"name": name, "scope": scope})
-        return _freshness.scope_state(rows[0]) if rows else None
+        return ScopeState.from_row(rows[0]) if rows else None
 
     async def freshness_scopes(
         self, name: str, now: float, stale_only: bool, limit: int
@@ -381,7 +381,7 @@ class PostgresBackend(Webhooks):
             "limit": max(int(limit), 0),
         }
         rows = await self._rows("fresh_scopes", params)
-        return [_freshness.scope_state(row) for row in rows]
+        return [ScopeState.from_row(row) for row in rows]
 
     async def _rows(self, name: str, params: dict[str, object]) -> list[Any]:
         """Every row of one statement, as tuples (autocommit; run again after a deadlock)."""

@@ -7,7 +7,7 @@ from typing import Any
 
 from duly.freshness_state import FreshnessRequest, ScopeState
 
-__all__ = ["scope_state", "sync_params", "sync_states"]
+__all__ = ["sync_params", "sync_states"]
 
 
 def sync_params(
@@ -55,19 +55,3 @@ def sync_states(requests: Sequence[FreshnessRequest], rows: list[Any]) -> list[S
         )
         for r, row in zip(requests, rows, strict=True)
     ]
-
-
-def scope_state(row: Sequence[Any]) -> ScopeState:
-    """A ``fresh_scopes`` row."""
-    return ScopeState(
-        name=row[0],
-        scope=row[1],
-        max_staleness=row[2],
-        last_success=row[3],
-        last_attempt=row[4],
-        failures=row[5],
-        last_error=row[6],
-        next_due=row[7],
-        requested_by=row[8],
-        job_id=row[9],
-    )

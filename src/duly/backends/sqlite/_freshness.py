@@ -126,21 +126,6 @@ def due(name: str, now: float, limit: int) -> Callable[[sqlite3.Connection], lis
     return read
 
 
-def _state(row: Any) -> ScopeState:
-    return ScopeState(
-        name=row[0],
-        scope=row[1],
-        max_staleness=row[2],
-        last_success=row[3],
-        last_attempt=row[4],
-        failures=row[5],
-        last_error=row[6],
-        next_due=row[7],
-        requested_by=row[8],
-        job_id=row[9],
-    )
-
-
 def scopes(
     name: str, now: float, stale_only: bool, limit: int
 ) -> Callable[[sqlite3.Connection], list[ScopeState]]:
@@ -149,7 +134,7 @@ def scopes(
     params = {"name": name, "top": top, "limit": limit}
 
     def read(conn: sqlite3.Connection) -> list[ScopeState]:
-        return [_state(row) for row in conn.execute(QUERIES["fresh_scopes"], params)]
+        return [ScopeState.from_row(row) for row in conn.execute(QUERIES["fresh_scopes"], params)]
 
     return read
 
@@ -159,7 +144,7 @@ def scope(name: str, scope: str) -> Callable[[sqlite3.Connection], ScopeState | 
 
     def read(conn: sqlite3.Connection) -> ScopeState | None:
         row = conn.execute(QUERIES["fresh_scope"], {"name": name, "scope": scope}).fetchone()
-        return None if row is None else _state(row)
+        return None if row is None else ScopeState.from_row(row)
 
     return read
 
