@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from duly.clock import Clock, SystemClock
 from duly.errors import ConfigurationError
-from duly.hooks import Hook
+from duly.hooks import Finished, Hook
 
 if TYPE_CHECKING:
     from duly.job import JobInfo
@@ -123,23 +123,37 @@ class PrometheusHook(Hook):
 
     def started(self, record: JobRecord) -> None:
         """Observe the queue wait and count the run in flight."""
-        start = record.started_at if record.started_at is not None else self.clock.now()
-        ready = max(record.enqueued_at, record.scheduled_for or 0.0)
+        start = record.started_at
+        if start is None:
+            start = self.clock.now()
+        ready, scheduled = record.enqueued_at, record.scheduled_for
+        if scheduled is not None and scheduled > ready:
+            ready = scheduled
         series = self._runs.series(record.task, record.queue)
-        series.waited(max(start - ready, 0.0))
-        if record.id not in self._running:
-            self._running[record.id] = series.began()
+        series.waited(start - ready if start > ready else 0.0)
+        running = self._running
+        if record.id not in running:
+            running[record.id] = series.began()
 
     def finished(self, record: JobRecord, outcome: Outcome, error: BaseException | None) -> None:
         """Count the outcome, observe the run's duration, end it in flight."""
-        began = self._running.pop(record.id, None)
-        if began is not None:
-            began.ended()
-        series = self._runs.series(record.task, record.queue)
-        duration = None
-        if record.started_at is not None:
-            duration = max(self.clock.now() - record.started_at, 0.0)
-        series.ran(outcome.kind, duration)
+        self._finished_batch(((record, outcome, error),))
+
+    def _finished_batch(self, items: Sequence[Finished]) -> None:
+        """``finished`` for the runs of one report (the worker calls this instead, once per
+        batch: their outcomes were stored by one call, so one clock reading times them all)."""
+        now = self.clock.now()
+        running, runs = self._running, self._runs
+        for record, outcome, _ in items:
+            # The series that counted the run in flight (this thread's: a worker starts and
+            # finishes a job on its own event loop), else this thread's for the job.
+            series = running.pop(record.id, None)
+            if series is not None:
+                series.ended()
+            else:
+                series = runs.series(record.task, record.queue)
+            started = record.started_at
+            series.ran(outcome.kind, None if started is None else max(now - started, 0.0))
 
     def abandoned(self, record: JobRecord, outcome: Outcome) -> None:
         self._end(record.id)  # the run ended here, whatever became of its outcome
