@@ -849,6 +849,43 @@ def test_blocking_enqueue_migrates_only_a_schema_that_needs_it(
         backend.close_blocking()
 
 
+def test_events_are_notified_only_while_a_reader_waits(postgres_url: str, schema: str) -> None:
+    """A status change takes PostgreSQL's global notify lock at commit only while an events
+    reader waits (the claims and finishes of a busy drain do not, migration 0007); a waiting
+    reader still wakes at once."""
+
+    async def main() -> None:
+        backend = PostgresBackend(postgres_url, schema)
+        await backend.open()
+        channel = f"duly_ev_{schema}"
+        try:
+            async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as ear:
+                await ear.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                heard: list[str] = []
+                ear.add_notify_handler(lambda n: heard.append(n.channel))
+                await backend.enqueue([new_job()])
+                claimed = await backend.claim("w", ["default"], 10, T0 + 1, T0 + 31)
+                await ear.execute("SELECT 1")  # delivers what was notified meanwhile
+                assert len(claimed) == 1 and heard == []
+                _, cursor = await backend.read_events(None, None, 0)
+                await backend.wait_for_events(cursor, None, 0.01)  # starts listening
+                waiting = asyncio.ensure_future(backend.wait_for_events(cursor, None, 10))
+                await asyncio.sleep(0.2)
+                assert not waiting.done()
+                outcome = Outcome(claimed[0].id, "succeeded", b"null", None, None, T0 + 99)
+                finished = time.perf_counter()
+                await backend.finish("w", [outcome], T0 + 2)
+                await waiting
+                assert time.perf_counter() - finished < 1.0
+                await ear.execute("SELECT 1")
+                assert heard == [channel]
+        finally:
+            await backend.drop()
+            await backend.close()
+
+    asyncio.run(main())
+
+
 def test_event_readers_wait_only_for_transactions_that_wrote_events(
     postgres_url: str, schema: str
 ) -> None:

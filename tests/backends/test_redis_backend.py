@@ -16,13 +16,14 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 from uuid import uuid4
 
+import msgspec
 import pytest
 import redis
 from services import keys_matching
 
 from duly.backends.redis import RedisBackend
 from duly.backends.redis.connection import AutoPipeline
-from duly.backends.redis.keys import Keyspace
+from duly.backends.redis.keys import DEFAULT_MAX_ATTEMPTS, Keyspace
 from duly.backends.redis.scripts import ENQUEUE_CHUNK
 from duly.errors import BackendUnavailable
 from duly.ids import new_id
@@ -559,5 +560,67 @@ def test_cancelled_running_job_is_reported_gone_and_its_outcome_dropped(redis_ur
         assert record is not None
         assert (record.status, record.result, record.lease_until) == ("cancelled", None, None)
         assert [w.id for w in await b.workers()] == ["w"]
+
+    scenario(redis_url, body)
+
+
+def test_default_max_attempts_is_not_stored_and_reads_back(redis_url: str) -> None:
+    async def body(b: RedisBackend) -> None:
+        default, other = job(), job()
+        default.max_attempts = DEFAULT_MAX_ATTEMPTS
+        client = raw(redis_url)
+        try:
+            await b.enqueue([default, other])
+            assert client.hget(b.keys.job(default.id), "m") is None
+            assert client.hget(b.keys.job(other.id), "m") == b"3"
+            got = await b.get_job(default.id)
+            assert got is not None and got.max_attempts == DEFAULT_MAX_ATTEMPTS
+            claimed = await b.claim("w1", ["default"], 2, T0, T0 + LEASE)
+            assert {c.id: c.max_attempts for c in claimed} == {
+                default.id: DEFAULT_MAX_ATTEMPTS,
+                other.id: 3,
+            }
+        finally:
+            client.close()
+
+    scenario(redis_url, body)
+
+
+def test_event_entries_are_compact_and_older_entries_still_read(redis_url: str) -> None:
+    async def body(b: RedisBackend) -> None:
+        k = b.keys
+        client = raw(redis_url)
+        try:
+            plain, keyed = job(), job(key="user:1")
+            await b.enqueue([plain])
+            await b.enqueue([keyed])
+            # One event: no `n` (absent = 1); the status is its code (queued = 2).
+            [(_, fields)] = client.xrange(k.events, "-", "+", count=1)
+            assert set(fields) == {b"a", b"e"}
+            assert msgspec.msgpack.decode(fields[b"e"]) == [plain.id, 2, "t.add", "default", ""]
+            # An entry as written before the codes (two events, `n`, status names), here and
+            # in the key's stream, reads the same.
+            old = [plain.id, "running", "t.add", "default", "", keyed.id, "failed", "t.add"]
+            old += ["default", "user:1"]
+            client.incrby(k.events_count, 2)
+            client.xadd(k.events, {"n": 2, "a": 1000, "e": msgspec.msgpack.encode(old)}, "0-4")
+            keyed_old = [4, keyed.id, "failed", "t.add", "default"]
+            client.xadd(
+                k.key_events("user:1"), {"a": 1000, "e": msgspec.msgpack.encode(keyed_old)}, "0-4"
+            )
+            events, _ = await b.read_events("0", None, 10)
+            assert [(e.id, e.job_id, e.status) for e in events] == [
+                ("1", plain.id, "queued"),
+                ("2", keyed.id, "queued"),
+                ("3", plain.id, "running"),
+                ("4", keyed.id, "failed"),
+            ]
+            events, _ = await b.read_events("0", "user:1", 10)
+            assert [(e.id, e.status, e.key) for e in events] == [
+                ("2", "queued", "user:1"),
+                ("4", "failed", "user:1"),
+            ]
+        finally:
+            client.close()
 
     scenario(redis_url, body)

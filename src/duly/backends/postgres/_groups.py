@@ -2,7 +2,8 @@
 
 The writing that must be atomic with the job changes (one event per status change, a member's
 outcome counted once, the callback queued by the last one) is done by the triggers of
-``migrations/0005_groups_events.sql``.
+``migrations/0005_groups_events.sql`` (as ``0007_lean_event_triggers.sql`` replaced them: they
+notify the events channel only while a reader waits, see ``wait_for_events``).
 
 Event ids come from a sequence: allocated in order, committed in any order. So a reader first
 reads the highest id handed out (``events_allocated``), then the transactions writing to the
@@ -38,6 +39,9 @@ _TRIM_BATCH: Final = 10_000
 _SETTLE_POLL: Final = 0.005
 #: Longest wait for them before a read returns nothing (and is tried again).
 _SETTLE_WAIT: Final = 2.0
+#: Seconds a waiting reader's mark outlasts its wait (two readers marking at once may leave
+#: the other's, slightly earlier, mark: see events_wait_mark in queries.sql).
+_MARK_MARGIN: Final = 2.0
 
 
 def _event_id(value: str) -> int:
@@ -129,6 +133,10 @@ class Grouping(Enqueuing):
 
     async def wait_for_events(self, after: str, key: str | None, timeout: float) -> None:
         position = _event_id(after)
+        # Writers notify only while a reader's mark is in the future: mark first, then look
+        # (the order the triggers' proof needs, migrations/0007_lean_event_triggers.sql).
+        ms = round((max(timeout, 0.0) + _MARK_MARGIN) * 1000)
+        await self._one("events_wait_mark", {"ms": ms}, retry=True)
         row = await self._one("events_allocated", retry=True)
         if row is not None and row[0] > position:
             return

@@ -803,6 +803,16 @@ WHERE (SELECT count(*) FROM members) = %(total)s;
 SELECT id, key, created_at, total, succeeded, failed, cancelled, completed_at, has_callback
 FROM {schema}.groups WHERE id = %(id)s;
 
+-- name: events_wait_mark
+-- First step of wait_for_events, before events_allocated: the writers notify the events channel
+-- only while this mark (the database clock's epoch milliseconds) is in the future (see
+-- migrations/0007_lean_event_triggers.sql). It only rises, but two readers marking at the same
+-- instant may both read the old value and the lower mark win: %(ms)s carries a margin for that.
+SELECT setval('{schema}.events_waited_until',
+              greatest(w.last_value,
+                       (extract(epoch FROM clock_timestamp()) * 1000)::bigint + %(ms)s))
+FROM {schema}.events_waited_until w;
+
 -- name: events_allocated
 -- The highest event id handed out, committed or not (a sequence is not transactional).
 SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {schema}.events_id_seq;

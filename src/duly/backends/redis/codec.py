@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
+from duly.backends.redis.keys import DEFAULT_MAX_ATTEMPTS
 from duly.backends.redis.scripts import RawHash
 from duly.records import (
     EnqueueResult,
@@ -57,7 +58,7 @@ def record(job_id: str, flat: RawHash | dict[bytes, bytes]) -> JobRecord:
         payload=h.get(b"p", b""),
         status=h[b"s"].decode(),
         attempts=int(h.get(b"a", 0)),
-        max_attempts=int(h[b"m"]),
+        max_attempts=int(h.get(b"m", DEFAULT_MAX_ATTEMPTS)),
         key=_text(h.get(b"k")),
         priority=int(h.get(b"r", 0)),
         enqueued_at=float(h[b"e"]),
@@ -83,7 +84,7 @@ class ClaimRow(NamedTuple):
     queue: bytes  # q
     payload: bytes | None  # p
     attempts: int  # a, after the claim
-    max_attempts: bytes  # m
+    max_attempts: bytes | None  # m
     key: bytes | None  # k
     priority: bytes | None  # r
     enqueued_at: bytes  # e
@@ -110,7 +111,7 @@ def claimed(
         payload=r.payload or b"",
         status="running",
         attempts=r.attempts,
-        max_attempts=int(r.max_attempts),
+        max_attempts=DEFAULT_MAX_ATTEMPTS if r.max_attempts is None else int(r.max_attempts),
         key=None if key is None else key.decode(),
         priority=0 if priority is None else int(priority),
         enqueued_at=float(r.enqueued_at),

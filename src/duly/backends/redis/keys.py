@@ -59,10 +59,12 @@ key                     type    content
 ======================  ======  ================================================================
 
 Job hash fields (one letter each, to keep a queued job small): ``t`` task, ``q`` queue, ``p``
-payload (raw bytes), ``s`` status, ``a`` attempts, ``m`` max_attempts, ``k`` key, ``r`` priority
-(absent = 0), ``e`` enqueued_at, ``d`` scheduled_for (only stored for jobs that were scheduled
-or ran ``again``), ``b`` started at, ``f`` finished_at, ``o`` result (raw bytes), ``x`` errors
-(raw JSON list), ``w`` worker, ``l`` lease_until, ``n`` lost, ``z`` expire_at, ``y`` rate_slot,
+payload (raw bytes), ``s`` status, ``a`` attempts, ``m`` max_attempts (absent =
+``DEFAULT_MAX_ATTEMPTS``, that of the default ``retries=3``), ``k`` key, ``r``
+priority (absent = 0), ``e`` enqueued_at, ``d`` scheduled_for (only stored for jobs that were
+scheduled or ran ``again``), ``b`` started at, ``f`` finished_at, ``o`` result (raw bytes),
+``x`` errors (raw JSON list), ``w`` worker, ``l`` lease_until, ``n`` lost, ``z`` expire_at,
+``y`` rate_slot,
 ``c`` (only on a ``running`` job whose cancel was requested) the expire_at it gets when it
 ends ``cancelled`` ('' = none);
 concurrency control (absent for a plain job): ``u`` unique key (see below), ``U`` = ``1`` if the
@@ -97,10 +99,12 @@ an integer below 2**53, so doubles hold it exactly.
 Events: every script that stores a job or changes a job's status emits one event per change
 (``emit`` in ``lua/_common.lua``) and writes them at its end as one ``ev`` entry per 1000: id
 ``0-<number of its last event>`` (events are numbered per namespace, ``ev:n`` the last
-number), fields ``n`` count, ``a`` server ms, ``e`` msgpack ``[job id, status, task, queue,
-key or '', ...]``; the keyed ones also per key in ``ev:k:<key>`` (same id; ``e`` =
-``[number, job id, status, task, queue, ...]``). The last 100 000 events at least are kept;
-purge trims entries older than the stats retention. ``streams.py`` reads them.
+number), fields ``n`` count (absent = 1), ``a`` server ms, ``e`` msgpack ``[job id, status,
+task, queue, key or '', ...]`` with the status as its code (1-based in ``records.STATUSES``);
+the keyed ones also per key in ``ev:k:<key>`` (same id; ``e`` = ``[number, job id, status,
+task, queue, ...]``). Entries with status names and ``n`` always (written before) read the
+same. The last 100 000 events at least are kept; purge trims entries older than the stats
+retention. ``streams.py`` reads them.
 
 Groups: a member's first outcome (succeeded, failed, cancelled) is added to ``gs:<id>`` and
 counted in ``g:<id>`` by the script that records it (``settle_member``); the one that leaves
@@ -121,11 +125,13 @@ Lua scripts receive the prefix (``{<namespace>}:``) as ``ARGV[1]`` and build the
 
 from __future__ import annotations
 
-__all__ = ["PRIORITY_MAX", "PRIORITY_MIN", "Keyspace"]
+__all__ = ["DEFAULT_MAX_ATTEMPTS", "PRIORITY_MAX", "PRIORITY_MIN", "Keyspace"]
 
 #: Priorities are clamped to this range for ordering (the stored value is kept as given).
 PRIORITY_MIN = -1000
 PRIORITY_MAX = 1000
+#: A job hash without ``m`` has this max_attempts (DEFAULT_MAX_ATTEMPTS in lua/_common.lua).
+DEFAULT_MAX_ATTEMPTS = 4
 
 
 def _glob_escape(text: str) -> str:

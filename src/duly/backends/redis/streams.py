@@ -2,8 +2,10 @@
 
 Events are numbered 1, 2, 3... per namespace (``ev:n`` is the last number); a script writes
 its events as one ``ev`` entry per 1000 (see "Events" in ``lua/_common.lua``): entry id
-``0-<number of its last event>``, ``n`` events, ``a`` server time (ms), ``e`` the events as
-msgpack. A job with a key also has its events in ``ev:k:<key>`` under the same entry ids. The
+``0-<number of its last event>``, ``n`` events (absent = 1), ``a`` server time (ms), ``e`` the
+events as msgpack (five values each, the status as its code: ``STATUSES[code - 1]``); entries
+written before the codes (status names, ``n`` always) read the same. A job with a key also has
+its events in ``ev:k:<key>`` under the same entry ids. The
 public event id is the number, so ids are contiguous and increase, and every event read is
 final (Redis runs one script at a time). A reader resuming below the first event still stored
 is told (``EventsTrimmed``); with ``key=`` that is checked on the whole stream, so a key quiet
@@ -19,7 +21,7 @@ import msgspec
 from duly.backends.redis.connection import Client
 from duly.backends.redis.keys import Keyspace
 from duly.errors import EventsTrimmed
-from duly.records import EventRecord, GroupRecord
+from duly.records import STATUSES, EventRecord, GroupRecord
 
 __all__ = ["EVENTS_KEPT", "get_group", "parse_event_id", "read_events", "wait_for_events"]
 
@@ -28,6 +30,13 @@ EVENTS_KEPT: Final = 100_000
 _decode = msgspec.msgpack.Decoder(list[str | int]).decode
 
 Entry = tuple[bytes, dict[bytes, bytes]]
+
+#: A status as stored in an event: its code (STATUS_CODE in lua/_common.lua) or, in entries
+#: written before the codes, its name.
+_STATUS: Final[dict[str | int, str]] = {
+    **{code: name for code, name in enumerate(STATUSES, 1)},
+    **{name: name for name in STATUSES},
+}
 
 
 def parse_event_id(event_id: str) -> int:
@@ -51,8 +60,7 @@ def _events(entry: Entry, key: str | None) -> list[EventRecord]:
     at = int(fields[b"a"]) / 1000
     flat = _decode(fields[b"e"])
     if key is None:
-        last = int(entry_id[2:])
-        first = last - int(fields[b"n"]) + 1
+        first = int(entry_id[2:]) - len(flat) // 5 + 1
         return [
             EventRecord(
                 str(first + i // 5),
@@ -60,7 +68,7 @@ def _events(entry: Entry, key: str | None) -> list[EventRecord]:
                 str(flat[i + 2]),
                 str(flat[i + 3]),
                 str(flat[i + 4]) or None,
-                str(flat[i + 1]),
+                _STATUS[flat[i + 1]],
                 at,
             )
             for i in range(0, len(flat), 5)
@@ -72,7 +80,7 @@ def _events(entry: Entry, key: str | None) -> list[EventRecord]:
             str(flat[i + 3]),
             str(flat[i + 4]),
             key,
-            str(flat[i + 2]),
+            _STATUS[flat[i + 2]],
             at,
         )
         for i in range(0, len(flat), 5)
@@ -89,7 +97,7 @@ async def _first_and_last(client: Client, keys: Keyspace) -> tuple[int, int]:
     if not oldest:
         return last + 1, last
     entry_id, fields = oldest[0]
-    return int(entry_id[2:]) - int(fields[b"n"]) + 1, last
+    return int(entry_id[2:]) - int(fields.get(b"n", 1)) + 1, last
 
 
 async def read_events(

@@ -13,6 +13,9 @@ local function gate_running_key(gate) return PREFIX .. 'gr:' .. gate end
 local function gate_parked_key(gate) return PREFIX .. 'gw:' .. gate end
 local function rate_key(key) return PREFIX .. 'rl:' .. key end
 
+-- A job hash without `m` has this max_attempts (keys.py DEFAULT_MAX_ATTEMPTS).
+local DEFAULT_MAX_ATTEMPTS = '4'
+
 -- Ready-queue score: -priority * 2^42 + ms (priority clamped to -1000..1000, ms to 0..2^42-1).
 -- ms = enqueued_at in milliseconds, or 0 for a job handed back to the head of its priority.
 local SPAN = 4398046511104 -- 2^42
@@ -103,16 +106,22 @@ end
 -- Events (keys.py, "Events"): every job state change is one event, numbered 1, 2, 3... across
 -- the namespace (`ev:n` holds the last number). A script collects its events (emit) and writes
 -- them at its end (trim_events): one `ev` stream entry per EVENTS_PER_ENTRY events, whose id is
--- 0-<number of its last event>, with fields n (how many), a (server time, ms) and e (the events
--- as one msgpack array: job id, status, task, queue, key or '' for each), so a burst of jobs
--- costs one XADD per script call, not one per job. The events of jobs with a key also go, per
--- key, to ev:k:<key> under the same entry id (fields a, e: number, job id, status, task, queue
--- for each), which lives KEY_EVENTS_TTL seconds after its last entry. Retention: entries whose
--- last event is below (last number - EVENTS_KEPT) are trimmed (~: whole nodes), and purge
--- trims by age; a reader compares its position with the first event still stored.
+-- 0-<number of its last event>, with fields n (how many; absent = 1, the one-call enqueue's
+-- entry, 2 bytes less), a (server time, ms) and e (the events as one msgpack array: job id,
+-- status code, task, queue, key or '' for each), so a burst of jobs costs one XADD per script call, not one per job. The status is
+-- its code (STATUS_CODE: a one-byte integer instead of the name, ~6 bytes less per event). The
+-- events of jobs with a key also go, per key, to ev:k:<key> under the same entry id (fields a,
+-- e: number, job id, status code, task, queue for each), which lives KEY_EVENTS_TTL seconds
+-- after its last entry. Retention: entries whose last event is below (last number -
+-- EVENTS_KEPT) are trimmed (~: whole nodes), and purge trims by age; a reader compares its
+-- position with the first event still stored. Entries written before (status names, `n`
+-- always) read the same (streams.py).
 local EVENTS_KEPT = 100000
 local EVENTS_PER_ENTRY = 1000
 local KEY_EVENTS_TTL = 604800
+-- Mirrors records.STATUSES (1-based), read back by streams.py.
+local STATUS_CODE = {scheduled = 1, queued = 2, running = 3, retrying = 4, succeeded = 5,
+  failed = 6, cancelled = 7}
 local pending_events = {}
 local pending_count = 0
 local pending_keyed = false
@@ -120,7 +129,7 @@ local function emit(id, status, task, queue, key)
   local e, b = pending_events, pending_count * 5
   pending_count = pending_count + 1
   if key and key ~= '' then pending_keyed = true else key = '' end
-  e[b + 1], e[b + 2], e[b + 3], e[b + 4], e[b + 5] = id, status, task, queue, key
+  e[b + 1], e[b + 2], e[b + 3], e[b + 4], e[b + 5] = id, STATUS_CODE[status], task, queue, key
 end
 local function trim_events()
   local e, count = pending_events, pending_count
@@ -147,7 +156,11 @@ local function trim_events()
     end
     number = number + n
     local eid = '0-' .. number
-    redis.call('XADD', PREFIX .. 'ev', eid, 'n', n, 'a', ms, 'e', cmsgpack.pack(entry))
+    if n == 1 then
+      redis.call('XADD', PREFIX .. 'ev', eid, 'a', ms, 'e', cmsgpack.pack(entry))
+    else
+      redis.call('XADD', PREFIX .. 'ev', eid, 'n', n, 'a', ms, 'e', cmsgpack.pack(entry))
+    end
     for key, k in pairs(keyed) do
       local kk = PREFIX .. 'ev:k:' .. key
       redis.call('XADD', kk, eid, 'a', ms, 'e', cmsgpack.pack(k))
