@@ -15,6 +15,10 @@ Methods run on the worker's event loop: keep them quick, or return an awaitable 
 ``async def`` method), which is awaited before the worker reports its next batch. An exception
 raised by a hook is logged and never changes a job. Only overridden methods are called, so a
 hook costs nothing on events it does not watch.
+
+duly's own ``PrometheusHook`` also defines ``_finished_batch(items)``, which the worker calls
+once per reported batch, with every applied ``(record, outcome, error)`` of it, instead of its
+``finished`` once per job (a synchronous method: what it returns is ignored).
 """
 
 from __future__ import annotations
@@ -28,12 +32,15 @@ if TYPE_CHECKING:
     from duly.job import JobInfo
     from duly.records import EnqueueResult, JobRecord, NewJob, Outcome
 
-__all__ = ["HOOK_EVENTS", "Hook", "HookCallResult", "Hooks", "settle"]
+__all__ = ["HOOK_EVENTS", "Finished", "Hook", "HookCallResult", "Hooks", "settle"]
 
 log = logging.getLogger("duly.hooks")
 
 #: What a hook method returns: nothing, or an awaitable the caller awaits.
 HookCallResult = Awaitable[None] | None
+
+#: What ``finished`` is told of one run: the record, the applied outcome, the run's error.
+Finished = tuple["JobRecord", "Outcome", BaseException | None]
 
 
 class Hook:
@@ -97,23 +104,45 @@ class Hooks:
         self._calls: dict[str, list[tuple[Hook, Callable[..., HookCallResult]]]] = {
             event: [] for event in HOOK_EVENTS
         }
+        #: Hooks told of finished runs a batch at a time (``_finished_batch``, see above).
+        self._finished_batch: list[tuple[Hook, Callable[[Sequence[Finished]], object]]] = []
 
     def add(self, hook: Hook) -> None:
         """Call ``hook`` from now on (each overridden method, in the order hooks were added)."""
         if not isinstance(hook, Hook):
             raise TypeError(f"a hook subclasses duly.Hook, got {hook!r}")
+        batch = getattr(hook, "_finished_batch", None)
         for event in HOOK_EVENTS:
             if getattr(type(hook), event) is not getattr(Hook, event):
-                self._calls[event].append((hook, getattr(hook, event)))
+                if event == "finished" and batch is not None:
+                    self._finished_batch.append((hook, batch))
+                else:
+                    self._calls[event].append((hook, getattr(hook, event)))
 
     def remove(self, hook: Hook) -> None:
         """Stop calling ``hook`` (a hook that was not added is ignored)."""
         for event, calls in self._calls.items():
             self._calls[event] = [(h, method) for h, method in calls if h is not hook]
+        self._finished_batch = [(h, m) for h, m in self._finished_batch if h is not hook]
 
     def watching(self, event: str) -> bool:
-        """Whether any hook overrides ``event`` (skip building its arguments otherwise)."""
+        """Whether any hook overrides ``event`` (skip building its arguments otherwise); for
+        ``finished``, one called a run at a time (see ``batching_finished``)."""
         return bool(self._calls[event])
+
+    @property
+    def batching_finished(self) -> bool:
+        """Whether a hook takes finished runs a batch at a time (``tell_finished_batch``)."""
+        return bool(self._finished_batch)
+
+    def tell_finished_batch(self, items: Sequence[Finished]) -> None:
+        """Tell the hooks that take finished runs a batch at a time of ``items`` (``fire`` of
+        ``finished`` calls the others); their errors are logged."""
+        for hook, method in self._finished_batch:
+            try:
+                method(items)
+            except Exception:
+                log.exception("hook %r raised in finished", hook)
 
     def call(self, event: str, *args: Any) -> list[Awaitable[None]]:
         """Call every hook watching ``event``; returns the awaitables some returned."""

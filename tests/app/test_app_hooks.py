@@ -177,6 +177,36 @@ def test_worker_hooks_follow_each_run_after_it_is_stored(app: duly.App) -> None:
     ]
 
 
+def test_a_hook_may_take_finished_runs_a_batch_at_a_time(app: duly.App) -> None:
+    """A hook with ``_finished_batch`` (PrometheusHook) gets each report's applied runs in one
+    call instead of ``finished`` per run; the other hooks still get ``finished`` per run."""
+    batches: list[list[tuple[str, str]]] = []
+    each = app.add_hook(Recorder())
+
+    class Batched(duly.Hook):
+        def finished(self, record: JobRecord, outcome: Outcome, error: Any) -> None:
+            raise AssertionError("finished is not called on a hook that takes batches")
+
+        def _finished_batch(self, items: Any) -> None:
+            batches.append([(record.id, outcome.kind) for record, outcome, _ in items])
+
+    batched = app.add_hook(Batched())
+    assert app.hooks.batching_finished and app.hooks.watching("finished")
+
+    @app.task(name="t.fine")
+    async def fine() -> int:
+        return 1
+
+    jobs = app.enqueue_many([fine.s() for _ in range(20)])
+    run_jobs(app, jobs)
+    told = [item for batch in batches for item in batch]
+    assert sorted(told) == sorted((job.id, "succeeded") for job in jobs)
+    assert len(batches) < len(jobs)  # runs ending together are told together
+    assert sum(e[0] == "finished" for e in each.events) == len(jobs)
+    app.hooks.remove(batched)
+    assert not app.hooks.batching_finished
+
+
 def test_a_broken_hook_is_logged_and_harms_nothing(
     app: duly.App, caplog: pytest.LogCaptureFixture
 ) -> None:

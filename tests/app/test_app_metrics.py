@@ -95,7 +95,8 @@ def test_a_worker_s_jobs_counted_by_task_queue_and_outcome(
 def test_in_flight_counts_a_running_job(
     app: duly.App, worker_thread: Callable[..., Any], wait: Callable[..., Any], cancelled: bool
 ) -> None:
-    """Back to 0 when the run ends, also when its outcome is not kept (cancelled mid-run)."""
+    """Back to 0 when the run ends, also when its outcome is not kept (cancelled mid-run); the
+    run's queue wait is counted from its start on."""
     registry = CollectorRegistry()
     hook = app.add_hook(PrometheusHook(registry, clock=app.clock))
     assert isinstance(hook, PrometheusHook)
@@ -111,6 +112,10 @@ def test_in_flight_counts_a_running_job(
     job = block.enqueue()
     with worker_thread(app):
         wait(lambda: in_flight() == 1)
+        # Its queue wait shows while it runs (observed by the scrape, not at its end).
+        samples = scrape(registry)[1]
+        count = "duly_job_queue_wait_seconds_count"
+        assert value(samples, count, task="m.block", queue="default") == 1
         if cancelled:
             assert app.cancel(job.id)
         release.set()

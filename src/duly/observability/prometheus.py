@@ -14,13 +14,14 @@ from __future__ import annotations
 import os
 import threading
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Sequence
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Protocol
 
 from duly.clock import Clock, SystemClock
 from duly.errors import ConfigurationError
-from duly.hooks import Hook
+from duly.hooks import Finished, Hook
 
 if TYPE_CHECKING:
     from duly.job import JobInfo
@@ -107,13 +108,10 @@ class PrometheusHook(Hook):
         # under multiprocess mode they must be prometheus_client's own, which write the files
         # the supervisor reads.
         if prometheus.values.ValueClass is prometheus.values.MutexValue:
-            self._runs: _Runs = _PlainRuns()
+            self._runs: _Runs = _PlainRuns(self.clock)
             registry.register(RunCollector(self._runs))
         else:
-            self._runs = _ClientRuns(prometheus, registry)
-        # Runs counted in flight, by job id (kept here, never a label): a run ends once even if
-        # this hook saw its start but not its end (or the reverse), and the gauge never drifts.
-        self._running: dict[str, Any] = {}
+            self._runs = _ClientRuns(prometheus, registry, self.clock)
 
     def enqueued(self, jobs: Sequence[NewJob], results: Sequence[EnqueueResult]) -> None:
         """Count stored and deduplicated enqueues."""
@@ -123,40 +121,39 @@ class PrometheusHook(Hook):
 
     def started(self, record: JobRecord) -> None:
         """Observe the queue wait and count the run in flight."""
-        start = record.started_at if record.started_at is not None else self.clock.now()
-        ready = max(record.enqueued_at, record.scheduled_for or 0.0)
-        series = self._runs.series(record.task, record.queue)
-        series.waited(max(start - ready, 0.0))
-        if record.id not in self._running:
-            self._running[record.id] = series.began()
+        self._runs.started(record)
 
     def finished(self, record: JobRecord, outcome: Outcome, error: BaseException | None) -> None:
         """Count the outcome, observe the run's duration, end it in flight."""
-        began = self._running.pop(record.id, None)
-        if began is not None:
-            began.ended()
-        series = self._runs.series(record.task, record.queue)
-        duration = None
-        if record.started_at is not None:
-            duration = max(self.clock.now() - record.started_at, 0.0)
-        series.ran(outcome.kind, duration)
+        self._runs.finished(((record, outcome, error),), self.clock.now())
+
+    def _finished_batch(self, items: Sequence[Finished]) -> None:
+        """``finished`` for the runs of one report (the worker calls this instead, once per
+        batch: their outcomes were stored by one call, so one clock reading times them all)."""
+        self._runs.finished(items, self.clock.now())
 
     def abandoned(self, record: JobRecord, outcome: Outcome) -> None:
-        self._end(record.id)  # the run ended here, whatever became of its outcome
+        self._runs.end(record.id)  # the run ended here, whatever became of its outcome
 
     def recovered(self, job_id: str, requeued: bool) -> None:
         """Count a job taken back from a dead worker (its run ended, here if it ran here)."""
         self.recovered_total.inc()
-        self._end(job_id)
+        self._runs.end(job_id)
 
     def quarantined(self, job: JobInfo, error: BaseException) -> None:
         """Count a quarantined job."""
         self.quarantined_total.labels(job.task, job.queue).inc()
 
-    def _end(self, job_id: str) -> None:
-        began = self._running.pop(job_id, None)
-        if began is not None:
-            began.ended()
+
+def _wait(record: JobRecord, clock: Clock) -> float:
+    """Seconds ``record`` waited to start: start - max(enqueued_at, scheduled_for), >= 0."""
+    start = record.started_at
+    if start is None:
+        start = clock.now()
+    ready, scheduled = record.enqueued_at, record.scheduled_for
+    if scheduled is not None and scheduled > ready:
+        ready = scheduled
+    return start - ready if start > ready else 0.0
 
 
 _RUN_FAMILIES = (
@@ -171,20 +168,20 @@ _RUN_FAMILIES = (
 
 
 class _Runs(Protocol):
-    def series(self, task: str, queue: str) -> _Series: ...
+    """The per-run metrics. Runs counted in flight are kept by job id (never a label): a run
+    ends once even if this hook saw its start but not its end (or the reverse), and the gauge
+    never drifts."""
 
-
-class _Series(Protocol):
-    def waited(self, seconds: float) -> None: ...
-    def ran(self, kind: str, duration: float | None) -> None: ...
-    def began(self) -> _Series: ...
-    def ended(self) -> None: ...
+    def started(self, record: JobRecord) -> None: ...
+    def finished(self, items: Sequence[Finished], now: float) -> None: ...
+    def end(self, job_id: str) -> None: ...
 
 
 class _PlainSeries:
-    """One thread's counts of one (task, queue): plain numbers, written by that thread only."""
+    """One thread's counts of one (task, queue): plain numbers, written by that thread only
+    (``_PlainRuns`` adds to them)."""
 
-    __slots__ = ("duration", "duration_sum", "outcomes", "running", "wait", "wait_sum")
+    __slots__ = ("duration", "duration_sum", "outcomes", "wait", "wait_sum")
 
     def __init__(self) -> None:
         self.outcomes: dict[str, int] = {}
@@ -192,35 +189,81 @@ class _PlainSeries:
         self.duration_sum = 0.0
         self.wait = [0] * (len(WAIT_BUCKETS) + 1)
         self.wait_sum = 0.0
-        self.running = 0
-
-    def waited(self, seconds: float) -> None:
-        self.wait[bisect_left(WAIT_BUCKETS, seconds)] += 1
-        self.wait_sum += seconds
-
-    def ran(self, kind: str, duration: float | None) -> None:
-        self.outcomes[kind] = self.outcomes.get(kind, 0) + 1
-        if duration is not None:
-            self.duration[bisect_left(DURATION_BUCKETS, duration)] += 1
-            self.duration_sum += duration
-
-    def began(self) -> _PlainSeries:
-        self.running += 1
-        return self
-
-    def ended(self) -> None:
-        self.running -= 1
 
 
 class _PlainRuns:
-    """Per-thread series, so no increment needs a lock; a scrape sums the threads'."""
+    """Per-thread series, so no increment needs a lock; a scrape sums the threads'.
 
-    def __init__(self) -> None:
+    A start costs two atomic steps on shared structures: its wait joins ``waits`` (a deque),
+    observed a batch at a time into the series of the thread that next reports outcomes or
+    scrapes; its (task, queue) joins ``running`` by job id, which the scrape counts for the
+    in-flight gauge."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
         self._local = threading.local()
         self._tables: list[dict[tuple[str, str], _PlainSeries]] = []
         self._lock = threading.Lock()  # taken once per thread, and by scrapes
+        self.running: dict[str, tuple[str, str]] = {}
+        self.waits: deque[tuple[tuple[str, str], float]] = deque()
+
+    def started(self, record: JobRecord) -> None:
+        # _wait inlined: this runs once per job on the worker's event loop.
+        start = record.started_at
+        if start is None:
+            start = self.clock.now()
+        ready, scheduled = record.enqueued_at, record.scheduled_for
+        if scheduled is not None and scheduled > ready:
+            ready = scheduled
+        key = (record.task, record.queue)
+        self.waits.append((key, start - ready if start > ready else 0.0))
+        self.running.setdefault(record.id, key)
+
+    def finished(self, items: Sequence[Finished], now: float) -> None:
+        self.observe_waits()
+        running = self.running
+        task = queue = None
+        series = None
+        for record, outcome, _ in items:
+            running.pop(record.id, None)
+            if series is None or record.task != task or record.queue != queue:
+                task, queue = record.task, record.queue
+                series = self.series(task, queue)
+            outcomes, kind = series.outcomes, outcome.kind
+            outcomes[kind] = outcomes.get(kind, 0) + 1
+            started = record.started_at
+            if started is not None:
+                duration = now - started if now > started else 0.0
+                series.duration[bisect_left(DURATION_BUCKETS, duration)] += 1
+                series.duration_sum += duration
+
+    def end(self, job_id: str) -> None:
+        self.running.pop(job_id, None)
+
+    def observe_waits(self) -> None:
+        """Observe the waits of the runs started since, in this thread's series."""
+        waits = self.waits
+        last: tuple[str, str] | None = None
+        series = None
+        while True:
+            try:
+                key, seconds = waits.popleft()
+            except IndexError:
+                return
+            if series is None or key != last:
+                last, series = key, self.series(*key)
+            series.wait[bisect_left(WAIT_BUCKETS, seconds)] += 1
+            series.wait_sum += seconds
+
+    def in_flight(self) -> dict[tuple[str, str], int]:
+        """Runs in flight by (task, queue)."""
+        counts: dict[tuple[str, str], int] = {}
+        for key in list(self.running.values()):  # one atomic copy: starts go on meanwhile
+            counts[key] = counts.get(key, 0) + 1
+        return counts
 
     def series(self, task: str, queue: str) -> _PlainSeries:
+        """This thread's series of (task, queue)."""
         try:
             table: dict[tuple[str, str], _PlainSeries] = self._local.table
         except AttributeError:  # this thread's first run
@@ -255,7 +298,12 @@ class RunCollector:
     def collect(self) -> list[Any]:
         families = self._families()
         jobs, duration, wait, in_flight = families
-        for (task, queue), parts in sorted(self._runs.snapshot().items()):
+        runs = self._runs
+        runs.observe_waits()  # into this (the scraping) thread's series
+        flying = runs.in_flight()
+        snapshot = runs.snapshot()
+        for task, queue in sorted(snapshot.keys() | flying.keys()):
+            parts = snapshot.get((task, queue), [])
             outcomes: dict[str, int] = {}
             for part in parts:
                 for kind, n in list(part.outcomes.items()):
@@ -273,7 +321,7 @@ class RunCollector:
                 buckets = [(_le(b), float(c)) for b, c in zip(bounds, cumulative, strict=False)]
                 buckets.append(("+Inf", float(cumulative[-1])))
                 family.add_metric([task, queue], buckets, sum(getattr(p, total) for p in parts))
-            in_flight.add_metric([task, queue], sum(p.running for p in parts))
+            in_flight.add_metric([task, queue], flying.get((task, queue), 0))
         return list(families)
 
     @staticmethod
@@ -313,9 +361,6 @@ class _ClientSeries:
         self.outcomes: dict[str, Any] = {}
         self._runs, self.task, self.queue = runs, task, queue
 
-    def waited(self, seconds: float) -> None:
-        self.queue_wait.observe(seconds)
-
     def ran(self, kind: str, duration: float | None) -> None:
         counter = self.outcomes.get(kind)
         if counter is None:
@@ -327,18 +372,11 @@ class _ClientSeries:
         if duration is not None:
             self.duration.observe(duration)
 
-    def began(self) -> _ClientSeries:
-        self.in_flight.inc()
-        return self
-
-    def ended(self) -> None:
-        self.in_flight.dec()
-
 
 class _ClientRuns:
     """The per-run metrics as prometheus_client metrics (their values in multiprocess files)."""
 
-    def __init__(self, prometheus: Any, registry: Any) -> None:
+    def __init__(self, prometheus: Any, registry: Any, clock: Clock) -> None:
         (jobs, jobs_doc), (duration, duration_doc), (wait, wait_doc), (flying, flying_doc) = (
             _RUN_FAMILIES
         )
@@ -352,13 +390,37 @@ class _ClientRuns:
         self.in_flight = prometheus.Gauge(
             flying, flying_doc, labels, multiprocess_mode="livesum", **kw
         )
+        self.clock = clock
         self._series: dict[tuple[str, str], _ClientSeries] = {}
+        self._running: dict[str, _ClientSeries] = {}
 
     def series(self, task: str, queue: str) -> _ClientSeries:
         found = self._series.get((task, queue))
         if found is None:
             found = self._series[(task, queue)] = _ClientSeries(self, task, queue)
         return found
+
+    def started(self, record: JobRecord) -> None:
+        series = self.series(record.task, record.queue)
+        series.queue_wait.observe(_wait(record, self.clock))
+        if record.id not in self._running:
+            self._running[record.id] = series
+            series.in_flight.inc()
+
+    def finished(self, items: Sequence[Finished], now: float) -> None:
+        for record, outcome, _ in items:
+            series = self._running.pop(record.id, None)
+            if series is None:
+                series = self.series(record.task, record.queue)
+            else:
+                series.in_flight.dec()
+            started = record.started_at
+            series.ran(outcome.kind, None if started is None else max(now - started, 0.0))
+
+    def end(self, job_id: str) -> None:
+        series = self._running.pop(job_id, None)
+        if series is not None:
+            series.in_flight.dec()
 
 
 def serve_metrics(

@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING
 
 from duly.errors import BackendUnavailable, DulyError
+from duly.hooks import Finished
 from duly.job import JobInfo
 from duly.records import JobRecord, Outcome
 from duly.worker.execute import Execution
@@ -85,28 +86,30 @@ class Outcomes:
                 continue
             del self.pending[: len(batch)]
             hooks = worker.app.hooks
-            tell_hooks = hooks.watching("finished") or hooks.watching("retried")
+            # Hooks that take the batch's runs at once (PrometheusHook) hear of them after the
+            # loop, in one call; the others one run at a time, here.
+            told: list[Finished] | None = [] if hooks.batching_finished else None
+            tell_one = hooks.watching("finished") or hooks.watching("retried")
             for (execution, outcome, error), ok in zip(batch, applied, strict=True):
                 self.unacked.pop(outcome.job_id, None)
                 failed_for_good = worker._report.ended(execution, outcome, ok)
+                record = execution.record
                 if not ok:
                     await worker._report.not_applied(backend, execution)
                     if hooks.watching("abandoned"):
-                        await hooks.emit("abandoned", execution.record, outcome)
+                        await hooks.emit("abandoned", record, outcome)
                     continue
-                if tell_hooks:
-                    await self._tell_hooks(execution.record, outcome, error)
+                if told is not None:
+                    told.append((record, outcome, error))
+                if tell_one:
+                    if (waiting := hooks.fire("finished", record, outcome, error)) is not None:
+                        await waiting
+                    if outcome.kind == "retry" and outcome.run_at is not None:
+                        await hooks.emit("retried", record, error, outcome.run_at)
                 if failed_for_good:
-                    await self.report_failure(execution.record, outcome, error)
-
-    async def _tell_hooks(
-        self, record: JobRecord, outcome: Outcome, error: BaseException | None
-    ) -> None:
-        hooks = self.worker.app.hooks
-        if (waiting := hooks.fire("finished", record, outcome, error)) is not None:
-            await waiting
-        if outcome.kind == "retry" and outcome.run_at is not None:
-            await hooks.emit("retried", record, error, outcome.run_at)
+                    await self.report_failure(record, outcome, error)
+            if told:
+                hooks.tell_finished_batch(told)
 
     async def report_failure(
         self, record: JobRecord, outcome: Outcome, error: BaseException | None
