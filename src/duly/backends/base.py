@@ -40,6 +40,7 @@ Groups and events ride on the same atomic steps (PRODUCT §8):
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -63,7 +64,7 @@ from duly.records import (
     WorkerRecord,
 )
 
-__all__ = ["Backend", "TransactionalBackend"]
+__all__ = ["Backend", "HandoffBackend", "TransactionalBackend"]
 
 
 @runtime_checkable
@@ -386,4 +387,47 @@ class TransactionalBackend(Backend, Protocol):
 
     async def enqueue_on_async(self, conn: Any, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
         """The async twin of ``enqueue_on``, for the caller's async connection."""
+        ...
+
+
+@runtime_checkable
+class HandoffBackend(Backend, Protocol):
+    """A backend that can hand a new job straight to an idle worker process (Redis, one
+    server): the enqueue that stores the job also claims it for that worker, atomically, and
+    the worker's wait returns it, saving the wake-up hop and the claim round trip.
+
+    At-least-once holds as for a claim: a handed job is ``running`` under the worker and its
+    lease from the moment it is stored, so if the worker dies before running it, recovery
+    requeues it when the lease lapses.
+    """
+
+    async def claim_idle(
+        self,
+        worker: str,
+        queues: Sequence[str],
+        limit: int,
+        now: float,
+        lease_until: float,
+        idle_for: float,
+    ) -> list[JobRecord]:
+        """``claim``, first withdrawing ``worker``'s idle registration and taking the jobs
+        already handed to it (they count against ``limit``). When nothing was taken and
+        ``limit`` > 0, ``worker`` is registered idle on ``queues`` for ``idle_for`` seconds:
+        until its next ``claim_idle`` or ``withdraw``, an enqueue may hand it one plain job
+        (no unique key, no gate, not scheduled, not in a group) of those queues with a lease
+        until ``lease_until + idle_for``. A registration is used once, and never after it
+        lapsed."""
+        ...
+
+    async def wait_for_handoff(
+        self, worker: str, queues: Sequence[str], timeout: float, stop: asyncio.Event
+    ) -> list[JobRecord]:
+        """``wait_for_work`` for a worker registered by ``claim_idle``, returning early when
+        ``stop`` is set; returns the jobs handed to ``worker`` meanwhile (to run like claimed
+        ones), else []. Never drops a handed job it read."""
+        ...
+
+    async def withdraw(self, worker: str, queues: Sequence[str]) -> list[JobRecord]:
+        """End ``worker``'s idle registration (a stopping worker) and return the jobs handed to
+        it that it has not taken yet; the caller runs them or hands them back."""
         ...

@@ -5,7 +5,9 @@ One asyncio loop per process runs five cooperating loops:
 - **fetch**: claim up to the free capacity in one round trip; jobs of rate-limited tasks then
   reserve their slots in one more round trip, and those whose slot starts later are handed
   back to start then; when nothing is claimable, wait for the backend's wake-up (or a short
-  poll);
+  poll); on a backend that hands jobs to idle workers (``HandoffBackend``: Redis), the claim
+  that found nothing registers this process as idle and the wait returns the job an enqueue
+  claimed for it (no wake-up hop, no claim round trip, no herd of processes);
 - **run**: each claimed job runs as an asyncio task (``async def``) or on the bounded
   ``ThreadRunner`` (``def``), with its timeout;
 - **ack**: finished runs' outcomes are reported in batches, one round trip per batch;
@@ -34,6 +36,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from duly.backends.base import HandoffBackend
 from duly.errors import BackendUnavailable, ConfigurationError, DulyError
 from duly.ids import new_id
 from duly.records import JobRecord, Outcome
@@ -56,6 +59,9 @@ __all__ = ["Worker", "WorkerStats"]
 log = logging.getLogger("duly.worker")
 
 MIN_LEASE = 2.0
+#: Seconds an idle registration outlives the wait it is made for (the worker renews it with its
+#: next claim, at the latest when that wait times out).
+IDLE_SLACK = 0.5
 
 
 def _parse_queues(specs: Sequence[str]) -> tuple[list[str], list[float] | None]:
@@ -142,6 +148,8 @@ class Worker:
         self._close_deadline = float("inf")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._backend: Backend | None = None
+        #: The backend, when it hands jobs to idle workers directly (not in burst mode).
+        self._handoff: HandoffBackend | None = None
         self._threads: ThreadRunner | None = None
 
     # -- control ---------------------------------------------------------------------------
@@ -178,6 +186,9 @@ class Worker:
         self._threads = ThreadRunner(self.concurrency)
         self._install_signals()
         self._backend = await self._connect()
+        handoff = self._backend
+        if isinstance(handoff, HandoffBackend) and not self.burst:
+            self._handoff = handoff
         await self._call(
             self._backend.register_worker(
                 self.id,
@@ -209,6 +220,7 @@ class Worker:
             helpers.append(asyncio.create_task(duties.scheduler_loop(), name="duly-scheduler"))
         try:
             await self._fetch_loop()
+            await self._withdraw()
             await self._drain()
         finally:
             # The ack loop is never cancelled mid-report (an outcome applied by the backend but
@@ -287,11 +299,8 @@ class Worker:
                 # let them, so one claim fills several slots instead of one claim per slot.
                 await asyncio.sleep(0)
                 continue
-            now = self.app.clock.now()
             try:
-                records = await self._backend.claim(
-                    self.id, self._claim_order(), min(free, BATCH_LIMIT), now, now + self.lease
-                )
+                records = await self._claim(min(free, BATCH_LIMIT))
                 backoff = 0.1
             except BackendUnavailable as exc:
                 log.warning("claim: backend unavailable (%s); retrying in %.1fs", exc, backoff)
@@ -300,19 +309,55 @@ class Worker:
                 continue
             if not records and self.burst and self._idle():
                 await self._maintenance.promote()  # a last look, so no due job is left behind
-                now = self.app.clock.now()
-                records = await self._backend.claim(
-                    self.id, self._claim_order(), min(free, BATCH_LIMIT), now, now + self.lease
-                )
+                records = await self._claim(min(free, BATCH_LIMIT))
                 if not records and self._idle():
                     return
+            if not records:
+                records = await self._wait_for_work()
             if records:
                 for record in await self._admission.admit(records):
                     self._start(record)
-                continue
-            await self._wait_any(
-                self._backend.wait_for_work(self.queues, self._poll_timeout()), None
+
+    async def _claim(self, limit: int) -> list[JobRecord]:
+        """Claim up to ``limit`` jobs; with hand-off, idle mode (registered idle if none)."""
+        assert self._backend is not None
+        now = self.app.clock.now()
+        order, lease_until = self._claim_order(), now + self.lease
+        if self._handoff is None:
+            return await self._backend.claim(self.id, order, limit, now, lease_until)
+        idle_for = self._poll_timeout() + IDLE_SLACK
+        return await self._handoff.claim_idle(self.id, order, limit, now, lease_until, idle_for)
+
+    async def _wait_for_work(self) -> list[JobRecord]:
+        """Wait for a wake-up, a poll's time or a stop; returns the jobs handed to this worker
+        meanwhile (hand-off), which run like claimed ones (they are ``running`` here)."""
+        assert self._backend is not None
+        if self._handoff is None:
+            wait = self._backend.wait_for_work(self.queues, self._poll_timeout())
+            await self._wait_any(wait, None)
+            return []
+        try:
+            return await self._handoff.wait_for_handoff(
+                self.id, self.queues, self._poll_timeout(), self._stopping
             )
+        except BackendUnavailable as exc:
+            log.warning("waiting for work: %s", exc)
+            await self._sleep(1.0)
+            return []
+
+    async def _withdraw(self) -> None:
+        """Stopping: end the idle registration and run the jobs handed here meanwhile (the
+        drain that follows lets them finish within the grace period, or hands them back)."""
+        if self._handoff is None:
+            return
+        try:
+            records = await self._handoff.withdraw(self.id, self.queues)
+        except BackendUnavailable as exc:  # they are running here: recovered after the lease
+            log.warning("withdraw: backend unavailable: %s", exc)
+            return
+        if records:
+            for record in await self._admission.admit(records):
+                self._start(record)
 
     def _claim_order(self) -> list[str]:
         """The order to try the queues in for one claim: as given, or weighted at random (a

@@ -18,10 +18,13 @@ than ``limit`` (never a scan of the whole keyspace).
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Sequence
 from contextlib import suppress
 from typing import Final, cast
+
+from redis.asyncio import Redis
 
 from duly.backends._urls import redact_url
 from duly.backends.redis import _freshness, _webhooks, codec, streams
@@ -34,6 +37,7 @@ from duly.backends.redis.connection import (
 )
 from duly.backends.redis.durable import Durability
 from duly.backends.redis.format import Formats
+from duly.backends.redis.handoff import Inbox
 from duly.backends.redis.keys import Keyspace
 from duly.backends.redis.scripts import Scripts
 from duly.backends.redis.topology import Topology
@@ -87,6 +91,9 @@ class RedisBackend:
         self._loaded = False
         self._blocking = BlockingConnections(self.topology)
         self._wake = Wake(self.keys.wake, self._safe_url)
+        #: Direct hand-off (handoff.py) on one server; a cluster or Sentinel only wakes.
+        self.handoff = self.topology.kind == "server"
+        self._inboxes: dict[str, Inbox] = {}
         self._formats = Formats(self.keys, f"Redis namespace {namespace!r} at {self._safe_url}")
 
     def __repr__(self) -> str:
@@ -126,6 +133,9 @@ class RedisBackend:
 
     async def close(self) -> None:
         await self._wake.stop()
+        inboxes, self._inboxes = list(self._inboxes.values()), {}
+        for inbox in inboxes:
+            await inbox.close()
         client, self._client = self._client, None
         self._loaded = False
         if client is not None:
@@ -198,9 +208,66 @@ class RedisBackend:
         if limit <= 0 or not queues:
             return []
         with guard(self._safe_url, "claim"):
-            rows = await self._scripts.claim(self._redis, worker, queues, limit, now, lease_until)
+            _, rows = await self._scripts.claim(
+                self._redis, worker, queues, limit, now, lease_until
+            )
         now, lease_until = float(now), float(lease_until)
         return [codec.claimed(job_id, row, worker, now, lease_until) for job_id, row in rows]
+
+    async def claim_idle(
+        self,
+        worker: str,
+        queues: Sequence[str],
+        limit: int,
+        now: float,
+        lease_until: float,
+        idle_for: float,
+    ) -> list[JobRecord]:
+        if not self.handoff:
+            return await self.claim(worker, queues, limit, now, lease_until)
+        if not queues:
+            return []
+        idle = (idle_for, float(lease_until) + idle_for)
+        with guard(self._safe_url, "claim"):
+            handed, rows = await self._scripts.claim(
+                self._redis, worker, queues, max(limit, 0), now, lease_until, idle
+            )
+        now, lease_until = float(now), float(lease_until)
+        return [codec.handed(row, worker) for row in handed] + [
+            codec.claimed(job_id, row, worker, now, lease_until) for job_id, row in rows
+        ]
+
+    async def wait_for_handoff(
+        self, worker: str, queues: Sequence[str], timeout: float, stop: asyncio.Event
+    ) -> list[JobRecord]:
+        client = self._redis
+        if stop.is_set():
+            return []
+        if not self.handoff:
+            await self._wake.wait_or(client, queues, timeout, stop)
+            return []
+        inbox = self._inboxes.get(worker)
+        if inbox is None:
+            inbox = self._inboxes[worker] = Inbox(self.keys.inbox(worker))
+        with guard(self._safe_url, "wait_for_work"):
+            if await self._wake.woken(client, queues):
+                return []
+            wake = self._wake.wait(client, queues, timeout)
+            # one server (self.handoff): a plain client, not a cluster's
+            row = await inbox.wait(cast(Redis, client), [wake, stop.wait()], timeout)
+        return [] if row is None else [codec.handed(row, worker)]
+
+    async def withdraw(self, worker: str, queues: Sequence[str]) -> list[JobRecord]:
+        inbox = self._inboxes.pop(worker, None)
+        if inbox is not None:
+            await inbox.close()
+        if not self.handoff or not queues:
+            return []
+        with guard(self._safe_url, "withdraw"):
+            handed, _ = await self._scripts.claim(
+                self._redis, worker, queues, 0, 0.0, 0.0, (0.001, 0.0)
+            )
+        return [codec.handed(row, worker) for row in handed]
 
     async def heartbeat(
         self, worker: str, job_ids: Sequence[str], now: float, lease_until: float

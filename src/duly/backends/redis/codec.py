@@ -26,6 +26,7 @@ __all__ = [
     "ClaimRow",
     "claimed",
     "float_or_none",
+    "handed",
     "queue_stats",
     "record",
     "results",
@@ -123,6 +124,37 @@ def claimed(
         lost=0 if lost is None else int(lost),
         expire_at=None if expire_at is None else float(expire_at),
         rate_slot=None if rate_slot is None else float(rate_slot),
+    )
+
+
+def handed(row: bytes, worker: str) -> JobRecord:
+    """A job handed to ``worker`` by enqueue.lua: its record from its inbox row (netstrings of
+    id, started_at, lease_until, task, queue, payload, max_attempts, key, priority,
+    enqueued_at; see lua/_handoff.lua). A new job, so attempts is 1 and nothing else is set."""
+    values: list[bytes] = []
+    at = 0
+    while at < len(row):
+        colon = row.index(b":", at)
+        start = colon + 1
+        at = start + int(row[at:colon])
+        values.append(row[start:at])
+    job_id, started_at, lease_until, task, queue, payload, max_attempts, key, priority, at_ = (
+        values  # a row of another length fails here
+    )
+    return JobRecord(
+        id=job_id.decode(),
+        task=task.decode(),
+        queue=queue.decode(),
+        payload=payload,
+        status="running",
+        attempts=1,
+        max_attempts=int(max_attempts),
+        key=key.decode() or None,
+        priority=int(priority or 0),
+        enqueued_at=float(at_),
+        started_at=float(started_at),
+        worker=worker,
+        lease_until=float(lease_until),
     )
 
 

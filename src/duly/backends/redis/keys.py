@@ -49,6 +49,13 @@ key                     type    content
                                 max_staleness, -1e18 when never synced)
 ``hooks``               hash    webhooks: SHA-256 of the secret (hex) -> msgpack of the record
                                 (HSETNX stores, HGET finds, HDEL revokes; no secret stored)
+``iw:<queue>``           zset    idle worker processes waiting on ``queue`` (hand-off, below);
+                                score = the worker's clock at registration; PEXPIRE = the last
+                                registration's TTL
+``iv:<worker>``         string  an idle worker's registration ``"<lease_until> <inbox ttl ms>
+                                <queue>..."``; SET PX (lapses by the server's clock)
+``ib:<worker>``         list    a worker's inbox: rows of jobs enqueue.lua claimed for it;
+                                PEXPIRE = the lease
 ======================  ======  ================================================================
 
 Job hash fields (one letter each, to keep a queued job small): ``t`` task, ``q`` queue, ``p``
@@ -103,6 +110,13 @@ Groups: a member's first outcome (succeeded, failed, cancelled) is added to ``gs
 counted in ``g:<id>`` by the script that records it (``settle_member``); the one that leaves
 none pending sets ``done`` and moves the callback job (id = the group's id, ``scheduled``
 with no ``d`` until then, in no index) to its ready zset.
+
+Hand-off (lua/_handoff.lua): a worker process whose claim found nothing registers as idle
+(``iv:``, ``iw:``) and blocks on its inbox (``handoff.py``); enqueue.lua claims a plain new job
+of a queue with no ready job for the newest live registrant in the same script, which uses the
+registration up, and pushes the job's row to its inbox. The job is ``running`` under its lease
+from that moment, so a worker that dies with it in its inbox loses it to recovery, like any
+running job. The worker's next claim withdraws its registration and takes its inbox first.
 
 Lua scripts receive the prefix (``{<namespace>}:``) as ``ARGV[1]`` and build the per-id keys
 (``j:``, ``q:``, ``k:``, ``s:``, ``gr:``, ``gw:``, ``rl:``) with the helpers in
@@ -204,3 +218,12 @@ class Keyspace:
 
     def group(self, group_id: str) -> str:
         return f"{self.prefix}g:{group_id}"
+
+    def idle(self, queue: str) -> str:
+        return f"{self.prefix}iw:{queue}"
+
+    def idle_entry(self, worker: str) -> str:
+        return f"{self.prefix}iv:{worker}"
+
+    def inbox(self, worker: str) -> str:
+        return f"{self.prefix}ib:{worker}"

@@ -78,7 +78,7 @@ def _compiled(name: str) -> tuple[str, str]:
     """Script ``name``'s source (its helpers, then its body) and SHA1: read once per process,
     not once per backend."""
     body = _read(f"{name}.lua")
-    common = _read("_common.lua") + "\n" + _read("_freshness.lua")
+    common = "\n".join(_read(f) for f in ("_common.lua", "_freshness.lua", "_handoff.lua"))
     source = _helpers_for(body, common) + "\n" + body
     return source, hashlib.sha1(source.encode()).hexdigest()
 
@@ -307,7 +307,7 @@ class Scripts:
 
     def enqueue_keys(self) -> tuple[str, ...]:
         k = self.keys
-        return (k.due, k.all, k.queues, k.queue_counts, k.unique)
+        return (k.due, k.all, k.queues, k.queue_counts, k.unique, k.running)
 
     def collect(self, jobs: Sequence[NewJob], replies: list[Any]) -> list[bytes | None]:
         found: list[bytes | None] = []
@@ -323,16 +323,28 @@ class Scripts:
         limit: int,
         now: float,
         lease_until: float,
-    ) -> list[tuple[bytes, list[Any]]]:
-        """Per claimed job: its id and its row, in claim.lua's order (``codec.ClaimRow``)."""
+        idle: tuple[float, float] | None = None,
+    ) -> tuple[list[bytes], list[tuple[bytes, list[Any]]]]:
+        """The rows in the worker's inbox (``codec.handed``; only with ``idle``), then per
+        claimed job its id and its row, in claim.lua's order (``codec.ClaimRow``).
+
+        ``idle`` = (seconds, lease_until): claim in idle mode (claim.lua), registering the
+        worker idle for that long when nothing is claimed; a job handed to it gets that lease.
+        """
         k = self.keys
+        idle_args: tuple[Value, Value] = ("", "")
+        if idle is not None:
+            idle_args = (max(1, round(idle[0] * 1000)), float(idle[1]))
         reply = await self._call(
             self.claim_script,
             client,
             (k.running, k.queue_counts, k.unique),
-            [k.prefix, worker, limit, float(now), float(lease_until), *queues],
+            [k.prefix, worker, limit, float(now), float(lease_until), *idle_args, *queues],
         )
-        return list(zip(reply[::2], reply[1::2], strict=True))
+        handed: list[bytes] = []
+        if idle is not None:
+            handed, reply = reply
+        return handed, list(zip(reply[::2], reply[1::2], strict=True))
 
     async def heartbeat(
         self, client: Client, worker: str, job_ids: Sequence[str], now: float, lease_until: float

@@ -30,11 +30,9 @@ class Wake:
     async def wait(self, client: Client, queues: Sequence[str], timeout: float) -> None:
         """Return when one of ``queues`` is woken (now, if it was since the last wait) or after
         ``timeout`` seconds; subscribes on ``client`` first when not listening."""
-        wanted = frozenset(queues)
-        await self._ensure_listener(client)
-        if self._pending & wanted:
-            self._pending -= wanted
+        if await self.woken(client, queues):
             return
+        wanted = frozenset(queues)
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         entry = (wanted, future)
         self._waiters.append(entry)
@@ -44,6 +42,31 @@ class Wake:
             pass
         finally:
             self._waiters.remove(entry)
+
+    async def wait_or(
+        self, client: Client, queues: Sequence[str], timeout: float, stop: asyncio.Event
+    ) -> None:
+        """``wait``, returning early when ``stop`` is set."""
+        wait = asyncio.ensure_future(self.wait(client, queues, timeout))
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({wait, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for future in (wait, stopped):
+                future.cancel()  # a finished one stays as it is
+            await asyncio.gather(wait, stopped, return_exceptions=True)
+        if not wait.cancelled():
+            wait.result()  # its error, if any
+
+    async def woken(self, client: Client, queues: Sequence[str]) -> bool:
+        """Whether one of ``queues`` was woken since the last wait (forgetting it if so);
+        subscribes on ``client`` first when not listening."""
+        wanted = frozenset(queues)
+        await self._ensure_listener(client)
+        if self._pending & wanted:
+            self._pending -= wanted
+            return True
+        return False
 
     async def _ensure_listener(self, client: Client) -> None:
         if self._listener is not None and not self._listener.done():

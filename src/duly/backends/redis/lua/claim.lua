@@ -2,11 +2,17 @@
 --
 -- KEYS[1] running zset     KEYS[2] queue counts     KEYS[3] unique holds hash (`u`)
 -- ARGV[1] prefix   ARGV[2] worker   ARGV[3] limit   ARGV[4] now   ARGV[5] lease_until
--- ARGV[6..] queue names, in the order to try them
+-- ARGV[6] idle TTL (ms; '' = a plain claim)   ARGV[7] lease_until of a job handed while idle
+-- ARGV[8..] queue names, in the order to try them
 -- Each taken job emits a `running` event.
 -- Returns {id, row, id, row, ...}: each job's fields after the change, by position (nil when
 -- absent): t, q, p, a, m, k, r, e, d, o, x, n, z, y (the caller knows s, b, w and l, and that
 -- f is gone). One HMGET per job is the only read.
+--
+-- Idle mode (ARGV[6] set; _handoff.lua): the worker's registration is withdrawn and the rows in
+-- its inbox (jobs already claimed for it by enqueue.lua) count against `limit`; when nothing at
+-- all is taken and `limit` is not reached, the worker registers as idle for ARGV[6] ms. Returns
+-- {inbox rows, {id, row, ...}}.
 --
 -- Each claimed job leaves its ready zset (ZPOPMIN: best score first) and enters `run` scored
 -- by lease_until, with status `running`, attempts + 1, started_at (b) = now, worker (w),
@@ -28,7 +34,12 @@ local out = {}
 local running = {}
 local counts = {}
 local done = false
-for qi = 6, #ARGV do
+local idle_ttl, queues, handed = ARGV[6], {unpack(ARGV, 8)}, nil
+if idle_ttl ~= '' then
+  handed = withdraw_idle(worker, queues)
+  want = want - #handed
+end
+for qi = 8, #ARGV do
   if want <= 0 or done then break end
   local queue = ARGV[qi]
   local rk = ready_key(queue)
@@ -78,4 +89,8 @@ end
 zadd_many(KEYS[1], running)
 flush_counts(KEYS[2], counts)
 trim_events()
-return out
+if handed == nil then return out end
+if #handed == 0 and #out == 0 and want > 0 then
+  register_idle(worker, queues, now, idle_ttl, ARGV[7])
+end
+return {handed, out}

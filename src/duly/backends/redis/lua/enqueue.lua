@@ -1,7 +1,7 @@
 -- enqueue.lua: store a batch of new jobs (one chunk of an enqueue call).
 --
 -- KEYS[1] due zset        KEYS[2] all-jobs index   KEYS[3] queues set   KEYS[4] queue counts
--- KEYS[5] unique holds hash (`u`)
+-- KEYS[5] unique holds hash (`u`)   KEYS[6] running zset
 -- ARGV[1] prefix          ARGV[2] wake channel
 -- ARGV[3] group id ('' = a plain enqueue, then the job groups start at ARGV[4]); with a group
 --   id, ARGV[4] the group's key ('' = none), ARGV[5] created_at, ARGV[6] retention (s), and
@@ -27,6 +27,11 @@
 -- the job whose id is the group's is its callback, stored `scheduled` with no due time (in no
 -- index a promotion or a claim reads) until settle_member queues it. The g:<id> hash is
 -- stored last with the number of members stored. Each stored job emits its first event.
+-- Hand-off (_handoff.lua): a plain job (no unique key, no gate, not scheduled, not in a duly
+-- group) whose queue has no ready job is claimed here for the newest idle worker registered on
+-- that queue, if any (claim.lua's change: `running`, attempts 1, started_at = enqueued_at,
+-- worker, the registration's lease_until, in `run`, counted, a `running` event after its
+-- `queued` one), and its row pushed to that worker's inbox; its queue is not published for it.
 local out = {}
 local ready = {}      -- queue -> {score, id, score, id, ...}
 local all = {}
@@ -77,8 +82,10 @@ while h <= #ARGV do
   local key, priority, enqueued_at, scheduled_for = ARGV[h + 4], ARGV[h + 5], ARGV[h + 6], ARGV[h + 7]
   local plain = ARGV[h + 8] == ''
   local unique = not plain and ARGV[h + 9] ~= '' and ARGV[h + 9]
+  local handoff = plain and group == ''
   local at = tonumber(enqueued_at)
   local scheduled = tonumber(scheduled_for) > at
+  handoff = handoff and not scheduled
   local score = fifo_score(priority, enqueued_at)
   local status = scheduled and 'scheduled' or 'queued'
   local fields = {'t', task, 'q', queue, 'p', '', 's', status, 'e', enqueued_at}
@@ -113,9 +120,31 @@ while h <= #ARGV do
         bump(counts, queue .. SEP .. 's', 1)
         emit(id, 'scheduled', task, queue, key)
       else
-        redis.call('HSET', jk, unpack(fields))
+        local worker, lease_until, inbox_ttl
+        if handoff and #batch == 0 and redis.call('ZCARD', ready_key(queue)) == 0 then
+          worker, lease_until, inbox_ttl = pop_idle(queue)
+        end
+        handoff = worker ~= nil -- no idle worker now: none for the rest of this group
+        if worker then -- one HSET: the fields, running as claim.lua leaves them
+          local n = #fields
+          fields[8] = 'running'
+          fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = 'a', 1, 'b', enqueued_at
+          fields[n + 5], fields[n + 6], fields[n + 7], fields[n + 8] = 'w', worker, 'l', lease_until
+          redis.call('HSET', jk, unpack(fields))
+          for i = n + 8, n + 1, -1 do fields[i] = nil end
+          fields[8] = status
+        else
+          redis.call('HSET', jk, unpack(fields))
+        end
         if scheduled then
           redis.call('ZADD', KEYS[1], scheduled_for, id)
+        elseif worker then
+          redis.call('ZADD', KEYS[6], lease_until, id)
+          bump(counts, queue .. SEP .. 'r', 1)
+          local ik = inbox_key(worker)
+          redis.call('RPUSH', ik, inbox_row(id, enqueued_at, lease_until, task, queue,
+            fields[6], max_attempts, key, priority == '0' and '' or priority, enqueued_at))
+          redis.call('PEXPIRE', ik, inbox_ttl)
         else
           batch[#batch + 1], batch[#batch + 2] = score, id
         end
@@ -124,6 +153,7 @@ while h <= #ARGV do
           members = members + 1
         end
         emit(id, status, task, queue, key)
+        if worker then emit(id, 'running', task, queue, key) end
       end
       if key ~= '' then redis.call('ZADD', key_index(key), 0, id) end
       if not plain then store_concurrency(jk, id, h) end
