@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
-from duly.ids import new_id
+from duly.ids import new_id, new_ids
 from duly.limits import Limits
 from duly.records import JobRecord, NewJob, Outcome
 from duly.retry import Backoff
@@ -189,8 +189,8 @@ class Signature:
     def __repr__(self) -> str:
         return f"<Signature {self.task.name}{self.args!r}{self.kwargs!r}>"
 
-    def build(self, now: float) -> NewJob:
-        """The job this call becomes at time ``now``."""
+    def build(self, now: float, id: str | None = None) -> NewJob:
+        """The job this call becomes at time ``now`` (with id ``id``, else a new one)."""
         task, opts = self.task, self.options
         config = task.config
         payload = task.spec.encode_call(self.args, self.kwargs, task.app.max_payload_bytes)
@@ -209,6 +209,7 @@ class Signature:
             self.kwargs,
             now,
             scheduled_for=scheduled_for,
+            id=id,
             queue=opts.queue,
             key=opts.key,
             priority=opts.priority,
@@ -344,5 +345,7 @@ class Task(_Enqueuer[P, R]):
 
 
 def build_all(signatures: Sequence[Signature], now: float) -> list[NewJob]:
-    """Build every signature's job, validating all before any is stored."""
-    return [sig.build(now) for sig in signatures]
+    """Build every signature's job, validating all before any is stored (their ids made in
+    one batch: ``new_ids``)."""
+    ids = new_ids(len(signatures))
+    return [sig.build(now, id) for sig, id in zip(signatures, ids, strict=True)]

@@ -8,7 +8,8 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
-from duly.ids import encode_ulid, new_id, ulid_time
+import duly.ids
+from duly.ids import encode_ulid, new_id, new_ids, ulid_time
 
 ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -49,3 +50,31 @@ def test_ids_are_unique_across_threads() -> None:
     every = [i for out in found for i in out]
     assert len(set(every)) == len(every)
     assert all(out == sorted(out) for out in found)
+
+
+def test_a_batch_of_ids_increases_and_follows_every_earlier_id() -> None:
+    before = time.time()
+    first = [new_id() for _ in range(10)]
+    batch = new_ids(3000)
+    later = new_id()
+    after = time.time()
+    every = [*first, *batch, later]
+    assert every == sorted(every) and len(set(every)) == len(every)
+    assert all(len(i) == 26 and set(i) <= set(ALPHABET) for i in batch)
+    assert before - 0.001 <= ulid_time(batch[0]) <= ulid_time(batch[-1]) <= after + 0.001
+    assert new_ids(0) == []
+
+
+def test_an_id_that_would_not_exceed_the_last_becomes_its_successor() -> None:
+    """A clock gone back (or a lower draw in the same millisecond) still gives increasing ids:
+    each the one right after the last."""
+    last = new_id()
+    ms = int(time.time() * 1000) + 60_000  # the last id a minute ahead of the clock
+    with duly.ids._lock:
+        duly.ids._last = encode_ulid(ms, 5)
+    try:
+        assert new_id() == encode_ulid(ms, 6)
+        assert new_ids(2) == [encode_ulid(ms, 7), encode_ulid(ms, 8)]
+    finally:
+        with duly.ids._lock:  # the ids of this test are not used elsewhere
+            duly.ids._last = last
