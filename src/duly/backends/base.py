@@ -409,9 +409,12 @@ class HandoffBackend(Backend, Protocol):
         now: float,
         lease_until: float,
         idle_for: float,
+        withdraw: bool = True,
     ) -> list[JobRecord]:
-        """``claim``, first withdrawing ``worker``'s idle registration and taking the jobs
-        already handed to it (they count against ``limit``). When nothing was taken and
+        """``claim``, first (with ``withdraw``) withdrawing ``worker``'s idle registration and
+        taking the jobs already handed to it (they count against ``limit``); a worker whose
+        last ``claim_idle`` took something (and did not fail) is not registered, holds no
+        handed job and may skip that. When nothing was taken and
         ``limit`` > 0, ``worker`` is registered idle on ``queues`` for ``idle_for`` seconds:
         until its next ``claim_idle`` or ``withdraw``, an enqueue may hand it one plain job
         (no unique key, no gate, not scheduled, not in a group) of those queues with a lease

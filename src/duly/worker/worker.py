@@ -150,6 +150,8 @@ class Worker:
         self._backend: Backend | None = None
         #: The backend, when it hands jobs to idle workers directly (not in burst mode).
         self._handoff: HandoffBackend | None = None
+        #: Whether this worker may be registered idle (hand-off): its next claim withdraws.
+        self._registered = True
         self._threads: ThreadRunner | None = None
 
     # -- control ---------------------------------------------------------------------------
@@ -326,7 +328,13 @@ class Worker:
         if self._handoff is None:
             return await self._backend.claim(self.id, order, limit, now, lease_until)
         idle_for = self._poll_timeout() + IDLE_SLACK
-        return await self._handoff.claim_idle(self.id, order, limit, now, lease_until, idle_for)
+        withdraw = self._registered
+        self._registered = True  # until the reply says otherwise: a lost one may have registered
+        records = await self._handoff.claim_idle(
+            self.id, order, limit, now, lease_until, idle_for, withdraw
+        )
+        self._registered = not records
+        return records
 
     async def _wait_for_work(self) -> list[JobRecord]:
         """Wait for a wake-up, a poll's time or a stop; returns the jobs handed to this worker
@@ -337,13 +345,16 @@ class Worker:
             await self._wait_any(wait, None)
             return []
         try:
-            return await self._handoff.wait_for_handoff(
+            records = await self._handoff.wait_for_handoff(
                 self.id, self.queues, self._poll_timeout(), self._stopping
             )
         except BackendUnavailable as exc:
             log.warning("waiting for work: %s", exc)
             await self._sleep(1.0)
             return []
+        if records:  # it used the registration up (one job per registration)
+            self._registered = False
+        return records
 
     async def _withdraw(self) -> None:
         """Stopping: end the idle registration and run the jobs handed here meanwhile (the

@@ -222,12 +222,13 @@ class RedisBackend:
         now: float,
         lease_until: float,
         idle_for: float,
+        withdraw: bool = True,
     ) -> list[JobRecord]:
         if not self.handoff:
             return await self.claim(worker, queues, limit, now, lease_until)
         if not queues:
             return []
-        idle = (idle_for, float(lease_until) + idle_for)
+        idle = (idle_for, float(lease_until) + idle_for, withdraw)
         with guard(self._safe_url, "claim"):
             handed, rows = await self._scripts.claim(
                 self._redis, worker, queues, max(limit, 0), now, lease_until, idle
@@ -265,7 +266,7 @@ class RedisBackend:
             return []
         with guard(self._safe_url, "withdraw"):
             handed, _ = await self._scripts.claim(
-                self._redis, worker, queues, 0, 0.0, 0.0, (0.001, 0.0)
+                self._redis, worker, queues, 0, 0.0, 0.0, (0.001, 0.0, True)
             )
         return [codec.handed(row, worker) for row in handed]
 

@@ -323,18 +323,24 @@ class Scripts:
         limit: int,
         now: float,
         lease_until: float,
-        idle: tuple[float, float] | None = None,
+        idle: tuple[float, float, bool] | None = None,
     ) -> tuple[list[bytes], list[tuple[bytes, list[Any]]]]:
         """The rows in the worker's inbox (``codec.handed``; only with ``idle``), then per
         claimed job its id and its row, in claim.lua's order (``codec.ClaimRow``).
 
-        ``idle`` = (seconds, lease_until): claim in idle mode (claim.lua), registering the
-        worker idle for that long when nothing is claimed; a job handed to it gets that lease.
+        ``idle`` = (seconds, lease_until, withdraw): claim in idle mode (claim.lua), first
+        withdrawing the worker's registration if ``withdraw``, and registering the worker idle
+        for that long when nothing is claimed; a job handed to it gets that lease.
         """
         k = self.keys
-        idle_args: tuple[Value, Value] = ("", "")
+        idle_args: tuple[Value, Value, Value] = ("", "", "")
         if idle is not None:
-            idle_args = (max(1, round(idle[0] * 1000)), float(idle[1]))
+            seconds, handed_lease, withdraw = idle
+            idle_args = (
+                max(1, round(seconds * 1000)),
+                float(handed_lease),
+                "1" if withdraw else "",
+            )
         reply = await self._call(
             self.claim_script,
             client,

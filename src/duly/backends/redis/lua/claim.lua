@@ -3,15 +3,17 @@
 -- KEYS[1] running zset     KEYS[2] queue counts     KEYS[3] unique holds hash (`u`)
 -- ARGV[1] prefix   ARGV[2] worker   ARGV[3] limit   ARGV[4] now   ARGV[5] lease_until
 -- ARGV[6] idle TTL (ms; '' = a plain claim)   ARGV[7] lease_until of a job handed while idle
--- ARGV[8..] queue names, in the order to try them
+-- ARGV[8] '1' = the worker may be registered (withdraw first)   ARGV[9..] queue names, in the
+-- order to try them
 -- Each taken job emits a `running` event.
 -- Returns {id, row, id, row, ...}: each job's fields after the change, by position (nil when
 -- absent): t, q, p, a, m, k, r, e, d, o, x, n, z, y (the caller knows s, b, w and l, and that
 -- f is gone). One HMGET per job is the only read.
 --
--- Idle mode (ARGV[6] set; _handoff.lua): the worker's registration is withdrawn and the rows in
--- its inbox (jobs already claimed for it by enqueue.lua) count against `limit`; when nothing at
--- all is taken and `limit` is not reached, the worker registers as idle for ARGV[6] ms. Returns
+-- Idle mode (ARGV[6] set; _handoff.lua): with ARGV[8] = '1', the worker's registration is
+-- withdrawn and the rows in its inbox (jobs already claimed for it by enqueue.lua) count
+-- against `limit` (a worker that is not registered has none: skipped); when nothing at all is
+-- taken and `limit` is not reached, the worker registers as idle for ARGV[6] ms. Returns
 -- {inbox rows, {id, row, ...}}.
 --
 -- Each claimed job leaves its ready zset (ZPOPMIN: best score first) and enters `run` scored
@@ -34,12 +36,15 @@ local out = {}
 local running = {}
 local counts = {}
 local done = false
-local idle_ttl, queues, handed = ARGV[6], {unpack(ARGV, 8)}, nil
+local idle_ttl, handed = ARGV[6], nil
 if idle_ttl ~= '' then
-  handed = withdraw_idle(worker, queues)
-  want = want - #handed
+  handed = {}
+  if ARGV[8] == '1' then
+    handed = withdraw_idle(worker, {unpack(ARGV, 9)})
+    want = want - #handed
+  end
 end
-for qi = 8, #ARGV do
+for qi = 9, #ARGV do
   if want <= 0 or done then break end
   local queue = ARGV[qi]
   local rk = ready_key(queue)
@@ -91,6 +96,6 @@ flush_counts(KEYS[2], counts)
 trim_events()
 if handed == nil then return out end
 if #handed == 0 and #out == 0 and want > 0 then
-  register_idle(worker, queues, now, idle_ttl, ARGV[7])
+  register_idle(worker, {unpack(ARGV, 9)}, now, idle_ttl, ARGV[7])
 end
 return {handed, out}
