@@ -14,11 +14,8 @@ import redis
 from e2e_harness import E2E, wait_until
 from services import REDIS_URL
 
-
-def _redis_only(e2e: E2E) -> redis.Redis:
-    if e2e.kind != "redis":
-        pytest.skip("the hand-off is Redis's")
-    return redis.Redis.from_url(REDIS_URL)
+#: The ``e2e`` fixture on Redis alone (no skipped runs on the other backends).
+pytestmark = pytest.mark.parametrize("e2e", ["redis"], indirect=True)
 
 
 def _idle_workers(r: redis.Redis, e2e: E2E) -> list[bytes]:
@@ -28,7 +25,7 @@ def _idle_workers(r: redis.Redis, e2e: E2E) -> list[bytes]:
 
 @pytest.mark.timeout(90)
 def test_two_idle_workers_and_one_job_it_runs_once(e2e: E2E) -> None:
-    r = _redis_only(e2e)
+    r = redis.Redis.from_url(REDIS_URL)
     workers = [e2e.start_worker("--concurrency", "2") for _ in range(2)]
     e2e.wait_workers(2)
     wait_until(lambda: len(_idle_workers(r, e2e)) == 2, 30)
@@ -50,7 +47,7 @@ def test_two_idle_workers_and_one_job_it_runs_once(e2e: E2E) -> None:
 
 @pytest.mark.timeout(90)
 def test_a_worker_killed_with_a_handed_job_loses_it_to_recovery(e2e: E2E) -> None:
-    r = _redis_only(e2e)
+    r = redis.Redis.from_url(REDIS_URL)
     first = e2e.start_worker("--concurrency", "1")
     wait_until(lambda: _idle_workers(r, e2e), 30)
     job = e2e.tasks.slow.enqueue(0, 1.5)
