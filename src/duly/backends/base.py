@@ -401,6 +401,10 @@ class HandoffBackend(Backend, Protocol):
     requeues it when the lease lapses.
     """
 
+    #: Whether this backend hands jobs off now (a Redis cluster or Sentinel does not: its
+    #: workers claim and wait as on any other backend).
+    handoff: bool
+
     async def claim_idle(
         self,
         worker: str,
@@ -427,7 +431,7 @@ class HandoffBackend(Backend, Protocol):
     ) -> list[JobRecord]:
         """``wait_for_work`` for a worker registered by ``claim_idle``, returning early when
         ``stop`` is set; returns the jobs handed to ``worker`` meanwhile (to run like claimed
-        ones), else []. Never drops a handed job it read."""
+        ones), else []. Never drops a handed job it read. Only while ``handoff`` is true."""
         ...
 
     async def withdraw(self, worker: str, queues: Sequence[str]) -> list[JobRecord]:

@@ -189,7 +189,7 @@ class Worker:
         self._install_signals()
         self._backend = await self._connect()
         handoff = self._backend
-        if isinstance(handoff, HandoffBackend) and not self.burst:
+        if isinstance(handoff, HandoffBackend) and handoff.handoff and not self.burst:
             self._handoff = handoff
         await self._call(
             self._backend.register_worker(

@@ -244,9 +244,8 @@ class RedisBackend:
         client = self._redis
         if stop.is_set():
             return []
-        if not self.handoff:
-            await self._wake.wait_or(client, queues, timeout, stop)
-            return []
+        if not self.handoff:  # the worker waits with wait_for_work then (HandoffBackend)
+            raise RuntimeError("no hand-off on a Redis cluster or Sentinel: use wait_for_work")
         inbox = self._inboxes.get(worker)
         if inbox is None:
             inbox = self._inboxes[worker] = Inbox(self.keys.inbox(worker))

@@ -43,21 +43,6 @@ class Wake:
         finally:
             self._waiters.remove(entry)
 
-    async def wait_or(
-        self, client: Client, queues: Sequence[str], timeout: float, stop: asyncio.Event
-    ) -> None:
-        """``wait``, returning early when ``stop`` is set."""
-        wait = asyncio.ensure_future(self.wait(client, queues, timeout))
-        stopped = asyncio.ensure_future(stop.wait())
-        try:
-            await asyncio.wait({wait, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for future in (wait, stopped):
-                future.cancel()  # a finished one stays as it is
-            await asyncio.gather(wait, stopped, return_exceptions=True)
-        if not wait.cancelled():
-            wait.result()  # its error, if any
-
     async def woken(self, client: Client, queues: Sequence[str]) -> bool:
         """Whether one of ``queues`` was woken since the last wait (forgetting it if so);
         subscribes on ``client`` first when not listening."""
