@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "tests" / "dashboard"))
 from served import CHROMIUM_ARGS, chromium_path, serve  # noqa: E402
 
 import duly  # noqa: E402
-from duly.http.api import encode_cursor  # noqa: E402
+from duly._http.api import encode_cursor  # noqa: E402
 
 TOKEN = "bench-admin-token-" + "x" * 20
 CHUNK = 10_000

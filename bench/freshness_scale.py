@@ -49,8 +49,8 @@ from pathlib import Path
 from typing import Any
 
 import duly
+from duly._freshness import Mirror, sweep
 from duly.backends.base import Backend
-from duly.freshness import Mirror, sweep
 
 RESULTS = Path(__file__).resolve().parent / "results" / "freshness_scale.json"
 REDIS = "redis://127.0.0.1:6379/0"
@@ -85,9 +85,7 @@ class Side:
         """Claim and finish (succeeded) every queued sync, in batches."""
         assert self.backend is not None
         while claimed := await self.backend.claim(WORKER, ["default"], BATCH, now, now + 600):
-            outcomes = [
-                duly.records.Outcome(r.id, "succeeded", None, None, None, now) for r in claimed
-            ]
+            outcomes = [duly.Outcome(r.id, "succeeded", None, None, None, now) for r in claimed]
             await self.backend.finish(WORKER, outcomes, now)
 
     async def load(self, now: float) -> None:

@@ -49,9 +49,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from duly._ids import new_id
+from duly._records import NewJob, Outcome
 from duly.backends.postgres import PostgresBackend
-from duly.ids import new_id
-from duly.records import NewJob, Outcome
 
 DEFAULT_URL = os.environ.get("BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 RESULTS = Path(__file__).resolve().parent / "results" / "pg_finished_rows.json"

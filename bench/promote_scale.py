@@ -65,8 +65,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from duly.ids import new_id
-from duly.records import NewJob
+from duly._ids import new_id
+from duly._records import NewJob
 
 RESULTS = Path(__file__).resolve().parent / "results" / "promote_scale.json"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"

@@ -19,7 +19,7 @@ from typing import Any
 
 import duly
 from chaos.tasks import make_app
-from duly.job import JobInfo
+from duly._job import JobInfo
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable

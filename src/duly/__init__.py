@@ -16,10 +16,10 @@ Run the jobs with ``duly worker module:app``.
 
 from importlib.metadata import PackageNotFoundError, version
 
-from duly.app import App, FailureCallback
-from duly.clock import Clock, ManualClock, SystemClock
-from duly.context import JobContext, current_job
-from duly.errors import (
+from duly._app import App, FailureCallback
+from duly._clock import Clock, ManualClock, SystemClock
+from duly._context import JobContext, current_job
+from duly._errors import (
     ArgumentsMismatch,
     BackendUnavailable,
     ConfigurationError,
@@ -37,17 +37,29 @@ from duly.errors import (
     TaskNotFound,
     Throttled,
 )
-from duly.events import Event
-from duly.freshness import Freshness, Mirror, fingerprint
-from duly.groups import Group, GroupInfo
-from duly.hooks import Hook
-from duly.job import Job, JobInfo
-from duly.records import STATUSES, JobStatus, QueueStats, StatRow, WorkerRecord
-from duly.registry import TaskSettings
-from duly.retry import Backoff
-from duly.task import Signature, Task
-from duly.webhooks import Webhook
-from duly.worker import Worker
+from duly._events import Event
+from duly._freshness import Freshness, Mirror, fingerprint
+from duly._groups import Group, GroupInfo
+from duly._hooks import Hook
+from duly._job import Job, JobInfo
+from duly._records import (
+    STATUSES,
+    EnqueueResult,
+    JobRecord,
+    JobStatus,
+    NewJob,
+    Outcome,
+    QueueStats,
+    StatRow,
+    WorkerRecord,
+)
+from duly._registry import TaskSettings
+from duly._retry import Backoff
+from duly._task import Signature, Task
+from duly._transactions import Transactions
+from duly._webhooks import Webhook
+from duly._worker import Worker
+from duly.backends import Backend, backend_from_url
 
 try:
     __version__ = version("duly")
@@ -58,12 +70,14 @@ __all__ = [
     "STATUSES",
     "App",
     "ArgumentsMismatch",
+    "Backend",
     "BackendUnavailable",
     "Backoff",
     "Clock",
     "ConfigurationError",
     "DulyError",
     "DurabilityError",
+    "EnqueueResult",
     "Event",
     "EventsTrimmed",
     "FailureCallback",
@@ -76,10 +90,13 @@ __all__ = [
     "JobContext",
     "JobInfo",
     "JobNotFound",
+    "JobRecord",
     "JobStatus",
     "JobTimeout",
     "ManualClock",
     "Mirror",
+    "NewJob",
+    "Outcome",
     "PayloadError",
     "PayloadTooLarge",
     "QueueStats",
@@ -93,10 +110,12 @@ __all__ = [
     "TaskNotFound",
     "TaskSettings",
     "Throttled",
+    "Transactions",
     "Webhook",
     "Worker",
     "WorkerRecord",
     "__version__",
+    "backend_from_url",
     "current_job",
     "fingerprint",
 ]

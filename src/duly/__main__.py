@@ -1,5 +1,5 @@
 """``python -m duly`` = the ``duly`` command."""
 
-from duly.cli import main
+from duly._cli import main
 
 main()

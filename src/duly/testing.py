@@ -13,11 +13,11 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from duly.app import App
+from duly._app import App
+from duly._errors import JobNotFound
+from duly._job import Job
+from duly._worker import Worker, WorkerStats
 from duly.backends import redact_url
-from duly.errors import JobNotFound
-from duly.job import Job
-from duly.worker import Worker, WorkerStats
 
 __all__ = ["run_jobs", "run_jobs_async"]
 

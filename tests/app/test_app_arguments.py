@@ -22,7 +22,7 @@ import msgspec
 import pytest
 
 import duly
-from duly.serialization import CallSpec
+from duly._serialization import CallSpec
 from duly.testing import run_jobs
 
 pytestmark = pytest.mark.timeout(90)

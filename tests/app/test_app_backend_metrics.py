@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import duly
-from duly.clock import ManualClock
+from duly._clock import ManualClock
 from duly.observability import (
     BACKEND_METRICS,
     BackendCollector,

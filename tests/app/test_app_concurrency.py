@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 import duly
+from duly._worker.worker import _parse_queues
 from duly.testing import run_jobs
-from duly.worker.worker import _parse_queues
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import duly
-from duly.freshness import sweep
+from duly._freshness import sweep
 from duly.testing import run_jobs
 
 pytestmark = pytest.mark.timeout(60)

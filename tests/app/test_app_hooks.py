@@ -15,7 +15,8 @@ import pytest
 from services import claim_as
 
 import duly
-from duly.records import EnqueueResult, JobRecord, NewJob, Outcome
+import duly._hooks
+from duly._records import EnqueueResult, JobRecord, NewJob, Outcome
 from duly.testing import run_jobs
 
 
@@ -315,8 +316,8 @@ def test_recovery_hooks(make_app, worker_thread, wait, max_lost: int) -> None:
 
 def test_hook_signatures_match_the_base_class() -> None:
     """The recorder above overrides every event: a renamed event would be caught here."""
-    overridden = {name for name in duly.hooks.HOOK_EVENTS if name in Recorder.__dict__}
-    assert overridden == set(duly.hooks.HOOK_EVENTS)
+    overridden = {name for name in duly._hooks.HOOK_EVENTS if name in Recorder.__dict__}
+    assert overridden == set(duly._hooks.HOOK_EVENTS)
     assert {NewJob, EnqueueResult}  # the types the enqueued hook receives
 
 
@@ -364,7 +365,7 @@ def test_groups_and_periodic_ticks_pass_through_the_enqueue_hooks(make_app: Any)
 
 
 async def _run_scheduler_once(app: duly.App) -> int:
-    from duly.scheduler import Scheduler
+    from duly._scheduler import Scheduler
 
     try:
         return await Scheduler(app).run_once(await app.backend())

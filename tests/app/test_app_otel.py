@@ -14,7 +14,7 @@ from opentelemetry.trace import NoOpTracerProvider, SpanKind, StatusCode
 import duly
 import duly.testing
 from duly.observability import OtelHook
-from duly.observability.otel import traceparent_of, with_traceparent
+from duly.observability._otel import traceparent_of, with_traceparent
 
 SECRET = "s3cr3t-token-value"
 

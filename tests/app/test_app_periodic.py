@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 import duly
-from duly.ids import ulid_time
-from duly.scheduler import Schedule, Scheduler
-from duly.scheduler.periodic import tick_job_id
+from duly._ids import ulid_time
+from duly._scheduler import Schedule, Scheduler
+from duly._scheduler.periodic import tick_job_id
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -9,8 +9,8 @@ import pytest
 
 import duly
 import duly.testing
-from duly.errors import ConfigurationError
-from duly.secrets import MASK, redact_job
+from duly._errors import ConfigurationError
+from duly._secrets import MASK, redact_job
 
 SECRET = "tok_" + "s" * 24
 

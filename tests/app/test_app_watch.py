@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import duly
-from duly.records import JobRecord
+from duly._records import JobRecord
+from duly._watch import WatchConfig, check_outcome
 from duly.testing import run_jobs
-from duly.watch import WatchConfig, check_outcome
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -8,8 +8,8 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
-import duly.ids
-from duly.ids import encode_ulid, new_id, new_ids, ulid_time
+import duly._ids
+from duly._ids import encode_ulid, new_id, new_ids, ulid_time
 
 ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -70,11 +70,11 @@ def test_an_id_that_would_not_exceed_the_last_becomes_its_successor() -> None:
     each the one right after the last."""
     last = new_id()
     ms = int(time.time() * 1000) + 60_000  # the last id a minute ahead of the clock
-    with duly.ids._lock:
-        duly.ids._last = encode_ulid(ms, 5)
+    with duly._ids._lock:
+        duly._ids._last = encode_ulid(ms, 5)
     try:
         assert new_id() == encode_ulid(ms, 6)
         assert new_ids(2) == [encode_ulid(ms, 7), encode_ulid(ms, 8)]
     finally:
-        with duly.ids._lock:  # the ids of this test are not used elsewhere
-            duly.ids._last = last
+        with duly._ids._lock:  # the ids of this test are not used elsewhere
+            duly._ids._last = last

@@ -20,11 +20,11 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from duly._errors import BackendUnavailable, ConfigurationError
+from duly._ids import new_id
+from duly._records import JobFilter, NewJob, Outcome
 from duly.backends.base import Backend
 from duly.backends.postgres import PostgresBackend
-from duly.errors import BackendUnavailable, ConfigurationError
-from duly.ids import new_id
-from duly.records import JobFilter, NewJob, Outcome
 
 pytestmark = pytest.mark.timeout(60)
 

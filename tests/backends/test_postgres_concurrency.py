@@ -22,10 +22,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from duly._ids import new_id
+from duly._records import NewJob, Outcome, RateRequest
 from duly.backends._sql import load_migrations
 from duly.backends.postgres import PostgresBackend
-from duly.ids import new_id
-from duly.records import NewJob, Outcome, RateRequest
 
 pytestmark = pytest.mark.timeout(120)
 

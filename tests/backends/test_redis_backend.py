@@ -21,13 +21,13 @@ import pytest
 import redis
 from services import keys_matching
 
+from duly._errors import BackendUnavailable
+from duly._ids import new_id
+from duly._records import JobFilter, NewJob, Outcome
 from duly.backends.redis import RedisBackend
-from duly.backends.redis.connection import AutoPipeline
-from duly.backends.redis.keys import DEFAULT_MAX_ATTEMPTS, Keyspace
-from duly.backends.redis.scripts import ENQUEUE_CHUNK
-from duly.errors import BackendUnavailable
-from duly.ids import new_id
-from duly.records import JobFilter, NewJob, Outcome
+from duly.backends.redis._connection import AutoPipeline
+from duly.backends.redis._keys import DEFAULT_MAX_ATTEMPTS, Keyspace
+from duly.backends.redis._scripts import ENQUEUE_CHUNK
 
 pytestmark = pytest.mark.timeout(60)
 

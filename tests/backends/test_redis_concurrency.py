@@ -21,10 +21,10 @@ import pytest
 import redis
 from services import keys_matching
 
+from duly._ids import new_id
+from duly._records import ACTIVE_STATUSES, NewJob, Outcome, RateRequest
 from duly.backends.redis import RedisBackend
-from duly.backends.redis.scripts import ENQUEUE_CHUNK
-from duly.ids import new_id
-from duly.records import ACTIVE_STATUSES, NewJob, Outcome, RateRequest
+from duly.backends.redis._scripts import ENQUEUE_CHUNK
 
 pytestmark = pytest.mark.timeout(60)
 

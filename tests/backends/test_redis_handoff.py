@@ -17,9 +17,9 @@ import pytest
 import redis
 
 import duly
+from duly._ids import new_id
+from duly._records import JobFilter, NewGroup, NewJob
 from duly.backends.redis import RedisBackend
-from duly.ids import new_id
-from duly.records import JobFilter, NewGroup, NewJob
 
 pytestmark = pytest.mark.timeout(60)
 

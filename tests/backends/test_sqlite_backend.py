@@ -26,13 +26,13 @@ import pytest
 
 import duly.backends.sqlite._connection as sqlite_connection
 import duly.backends.sqlite._thread as sqlite_thread
+from duly._errors import BackendUnavailable, ConfigurationError
+from duly._ids import new_id
+from duly._records import EnqueueResult, JobFilter, NewJob, Outcome
 from duly.backends import backend_from_url
 from duly.backends._sql import load_migrations, load_queries
 from duly.backends.base import Backend
 from duly.backends.sqlite import SqliteBackend
-from duly.errors import BackendUnavailable, ConfigurationError
-from duly.ids import new_id
-from duly.records import EnqueueResult, JobFilter, NewJob, Outcome
 
 T = TypeVar("T")
 NOW = 1_700_000_000.0
@@ -531,7 +531,7 @@ _CLAIMER = textwrap.dedent(
     """
     import asyncio, json, sys
     from duly.backends.sqlite import SqliteBackend
-    from duly.records import Outcome
+    from duly._records import Outcome
 
     async def main(url, name):
         backend = SqliteBackend(url)

@@ -18,11 +18,11 @@ from typing import Any, TypeVar
 
 import pytest
 
+from duly._ids import new_id
+from duly._records import NewJob, Outcome, RateRequest
 from duly.backends._sql import load_migrations, load_queries
 from duly.backends.sqlite import SqliteBackend
 from duly.backends.sqlite._connection import statements
-from duly.ids import new_id
-from duly.records import NewJob, Outcome, RateRequest
 
 T = TypeVar("T")
 NOW = 1_700_000_000.0

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
+from duly._ids import new_id
+from duly._records import JobRecord, NewJob, Outcome
 from duly.backends.base import Backend
-from duly.ids import new_id
-from duly.records import JobRecord, NewJob, Outcome
 
 T = TypeVar("T")
 

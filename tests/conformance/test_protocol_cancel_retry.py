@@ -17,9 +17,9 @@ from contract import (
     new_job,
 )
 
+from duly._ids import new_id
+from duly._records import Outcome, Recovered
 from duly.backends.base import Backend
-from duly.ids import new_id
-from duly.records import Outcome, Recovered
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -28,8 +28,8 @@ from contract import (
     status,
 )
 
+from duly._records import NewJob, Outcome, RateRequest
 from duly.backends.base import Backend
-from duly.records import NewJob, Outcome, RateRequest
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -233,7 +233,7 @@ async def test_mutex_runs_one_at_a_time_in_order(backend: Backend) -> None:
 
 
 def where_status(value: str) -> Any:
-    from duly.records import JobFilter
+    from duly._records import JobFilter
 
     return JobFilter(status=value)
 

@@ -35,7 +35,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from duly.records import ACTIVE_STATUSES, JobFilter, Outcome
+from duly._records import ACTIVE_STATUSES, JobFilter, Outcome
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from contract import T0, W1, approx, claim_ids, claim_order, enqueue, finish_one, job, new_job
 
+from duly._records import Outcome
 from duly.backends.base import Backend
-from duly.records import Outcome
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -24,9 +24,9 @@ from contract import (
     status,
 )
 
+from duly._ids import new_id
+from duly._records import EnqueueResult, JobFilter
 from duly.backends.base import Backend
-from duly.ids import new_id
-from duly.records import EnqueueResult, JobFilter
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -27,9 +27,9 @@ from contract import (
     status,
 )
 
+from duly._freshness_state import FreshnessRequest, Reason, ScopeState, backoff, next_baseline
+from duly._records import Outcome
 from duly.backends.base import Backend
-from duly.freshness_state import FreshnessRequest, Reason, ScopeState, backoff, next_baseline
-from duly.records import Outcome
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -19,8 +19,8 @@ from contract import EXPIRE, BackendFactory, BackendMachine, new_job, run_machin
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
 
-from duly.ids import new_id
-from duly.records import NewGroup, Outcome
+from duly._ids import new_id
+from duly._records import NewGroup, Outcome
 
 LEASE = 10.0
 MAX_LOST = 2

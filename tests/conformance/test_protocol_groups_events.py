@@ -22,10 +22,10 @@ from contract import (
     opened,
 )
 
+from duly._errors import EventsTrimmed
+from duly._ids import new_id
+from duly._records import EventRecord, NewGroup, NewJob, Outcome
 from duly.backends.base import Backend
-from duly.errors import EventsTrimmed
-from duly.ids import new_id
-from duly.records import EventRecord, NewGroup, NewJob, Outcome
 
 CALLBACK_TASK = "tests.tasks.done"
 

@@ -18,8 +18,8 @@ from contract import (
 )
 from test_protocol_concurrency import gated_job
 
+from duly._records import JobFilter, Outcome, QueueStats, StatRow
 from duly.backends.base import Backend
-from duly.records import JobFilter, Outcome, QueueStats, StatRow
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from contract import DEFAULT_QUEUE, T0, W1, claim_ids, enqueue, finish_one, new_job
 
+from duly._records import JobFilter, Outcome
 from duly.backends.base import Backend
-from duly.records import JobFilter, Outcome
 
 pytestmark = pytest.mark.timeout(30)
 

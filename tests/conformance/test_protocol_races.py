@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 from contract import LEASE, T0, BackendFactory, enqueue, in_own_thread, new_job, opened
 
+from duly._records import Outcome
 from duly.backends.base import Backend
-from duly.records import Outcome
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -22,7 +22,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from duly.records import STATUSES, JobFilter, Outcome
+from duly._records import STATUSES, JobFilter, Outcome
 
 LEASE = 10.0
 MAX_LOST = 2

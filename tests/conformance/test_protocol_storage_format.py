@@ -13,9 +13,9 @@ import sqlite3
 import pytest
 from contract import BackendFactory, new_job
 
+from duly._errors import StorageTooNew
+from duly._records import JobFilter
 from duly.backends.base import Backend
-from duly.errors import StorageTooNew
-from duly.records import JobFilter
 
 
 async def _record_format(backend: Backend, version: int) -> None:

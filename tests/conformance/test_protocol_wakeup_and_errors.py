@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from contract import KINDS, BackendFactory, enqueue, in_own_thread, new_job, opened
 
+from duly._errors import BackendUnavailable
 from duly.backends.base import Backend
-from duly.errors import BackendUnavailable
 
 #: A wake-up must come this soon after the enqueue that caused it (the timeout is 5 s).
 #: Generous on purpose: two slow cores; it only has to be well before the timeout.

@@ -7,8 +7,8 @@ import hashlib
 import pytest
 from contract import T0
 
+from duly._records import WebhookRecord
 from duly.backends.base import Backend
-from duly.records import WebhookRecord
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -11,8 +11,8 @@ from services import BACKENDS
 from starlette.testclient import TestClient
 
 import duly
-from duly.http import bulk
-from duly.http.auth import csrf_value
+from duly._http import bulk
+from duly._http.auth import csrf_value
 
 
 @pytest.fixture(params=BACKENDS)

@@ -15,9 +15,9 @@ from starlette.routing import Mount
 from starlette.testclient import TestClient
 
 import duly
-from duly.http.dashboard import PAGES, login_page
+from duly._http.dashboard import PAGES, login_page
 
-STATIC = Path(str(resources.files("duly.http").joinpath("static")))
+STATIC = Path(str(resources.files("duly._http").joinpath("static")))
 SCRIPTS = sorted(STATIC.rglob("*.js"))
 
 

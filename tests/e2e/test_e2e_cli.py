@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from e2e_harness import BACKENDS, E2E, require_service
 
 import duly
-from duly.cli import cli
-from duly.cli.worker import default_processes, resolve_processes
+from duly._cli import cli
+from duly._cli.worker import default_processes, resolve_processes
 
 STATUS_KEYS = {
     "id",

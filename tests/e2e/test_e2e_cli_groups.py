@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 import duly
-from duly.cli import cli
+from duly._cli import cli
 
 
 def test_groups_shows_progress_and_members(tmp_path: Path) -> None:

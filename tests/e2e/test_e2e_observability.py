@@ -20,8 +20,8 @@ from e2e_harness import E2E, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
 import duly
+from duly._worker.supervisor import Supervisor
 from duly.observability import JsonFormatter
-from duly.worker.supervisor import Supervisor
 
 SQLITE = pytest.mark.parametrize("e2e", ["sqlite"], indirect=True)
 
@@ -30,7 +30,7 @@ import os
 
 import duly
 from duly.observability import JsonFormatter
-from duly.worker.supervisor import Supervisor
+from duly._worker.supervisor import Supervisor
 
 app = duly.App(os.environ["DULY_URL"], namespace=os.environ.get("DULY_NAMESPACE", "duly"))
 

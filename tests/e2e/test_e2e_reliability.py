@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from e2e_harness import E2E, pid_alive, wait_until
 
-from duly.worker.supervisor import Supervisor
+from duly._worker.supervisor import Supervisor
 
 
 @pytest.mark.timeout(90)

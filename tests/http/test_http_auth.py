@@ -8,7 +8,7 @@ import pytest
 from http_harness import ADMIN, AS_ADMIN, AS_READ, READ, Hub, build_app
 from starlette.testclient import TestClient
 
-from duly.http.auth import Auth, csrf_value
+from duly._http.auth import Auth, csrf_value
 
 pytestmark = pytest.mark.timeout(60)
 

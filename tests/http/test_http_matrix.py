@@ -7,7 +7,7 @@ import re
 import pytest
 from http_harness import AS_ADMIN, AS_READ, Hub
 
-from duly.http import endpoints
+from duly._http import endpoints
 
 pytestmark = pytest.mark.timeout(60)
 

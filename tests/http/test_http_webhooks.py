@@ -6,7 +6,7 @@ import pytest
 from http_harness import SECRET, Hub
 
 import duly
-from duly.webhooks import digest
+from duly._webhooks import digest
 
 pytestmark = pytest.mark.timeout(60)
 

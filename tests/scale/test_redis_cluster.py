@@ -58,7 +58,7 @@ def test_namespaces_spread_over_the_masters(cluster: str) -> None:
     """Each namespace is one slot; different namespaces land on different masters."""
     from redis.cluster import RedisCluster
 
-    from duly.backends.redis.keys import Keyspace
+    from duly.backends.redis._keys import Keyspace
 
     host, port = cluster.removeprefix("redis+cluster://").split(",")[0].split(":")
     client = RedisCluster(host=host, port=int(port))

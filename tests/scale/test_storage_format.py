@@ -17,9 +17,9 @@ import redis
 from services import REDIS_URL, require_service
 
 import duly
+from duly._records import JobFilter, NewJob
 from duly.backends.redis import RedisBackend
-from duly.backends.redis.format import FORMAT, STEPS
-from duly.records import JobFilter, NewJob
+from duly.backends.redis._format import FORMAT, STEPS
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,10 +14,10 @@ import sys
 import time
 from pathlib import Path
 
+from duly.scheduler.periodic import Scheduler  # the old release's module
 from upgrade_tasks import PERIOD, make_app
 
 import duly
-from duly.scheduler.periodic import Scheduler
 
 
 async def main(url: str, namespace: str, marks: Path) -> dict[str, str]:

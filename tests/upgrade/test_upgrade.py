@@ -31,7 +31,8 @@ from services import BACKENDS, POSTGRES_URL, REDIS_URL, require_service
 from upgrade_tasks import PERIOD, make_app
 
 import duly
-from duly.scheduler.periodic import Scheduler
+import duly._records
+from duly._scheduler.periodic import Scheduler
 
 HERE = Path(__file__).resolve().parent
 FINAL = {"succeeded", "failed", "cancelled"}
@@ -179,7 +180,7 @@ async def _lap(app: duly.App) -> int:
         await app.aclose()
 
 
-async def _storage_format(app: duly.App) -> duly.records.StorageFormat:
+async def _storage_format(app: duly.App) -> duly._records.StorageFormat:
     try:
         return await (await app.backend()).storage_format()
     finally:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
+from duly._errors import ConfigurationError
 from duly.backends._urls import check_postgres_url, check_redis_url, redact_url
 from duly.backends.base import Backend
-from duly.errors import ConfigurationError
 
 __all__ = ["DEFAULT_URL", "Backend", "backend_from_url", "redact_url", "split_url"]
 
@@ -66,7 +66,7 @@ def backend_from_url(url: str, namespace: str = "duly") -> Backend:
             check_redis_url(url)
         try:
             from duly.backends.redis import RedisBackend
-            from duly.backends.redis.durable import Durability
+            from duly.backends.redis._durable import Durability
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ConfigurationError(
                 f"the Redis backend needs redis-py; {_EXTRA_HINT.format(extra='redis')}"

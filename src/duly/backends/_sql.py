@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
-from duly.errors import StorageTooNew
-from duly.records import StorageFormat
+from duly._errors import StorageTooNew
+from duly._records import StorageFormat
 
 __all__ = ["Migration", "check_format", "format_of", "load_migrations", "load_queries"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
-from duly.errors import ConfigurationError
+from duly._errors import ConfigurationError
 
 __all__ = ["check_postgres_url", "check_redis_url", "redact_url"]
 

@@ -44,8 +44,8 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from duly.freshness_state import FreshnessRequest, ScopeState
-from duly.records import (
+from duly._freshness_state import FreshnessRequest, ScopeState
+from duly._records import (
     STATS_RETENTION,
     EnqueueResult,
     EventRecord,

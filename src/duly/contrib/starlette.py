@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-from duly.app import App
+from duly._app import App
 
 __all__ = ["duly_running", "lifespan"]
 

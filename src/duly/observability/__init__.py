@@ -15,7 +15,7 @@
 docs/observability.md has every metric, the Grafana dashboard and the alert rules.
 """
 
-from duly.observability.collector import (
+from duly.observability._collector import (
     BACKEND_METRICS,
     FRESHNESS_METRICS,
     BackendCollector,
@@ -23,10 +23,10 @@ from duly.observability.collector import (
     metrics_text,
     metrics_text_async,
 )
-from duly.observability.logs import JsonFormatter
-from duly.observability.otel import OtelHook
-from duly.observability.prometheus import PrometheusHook, require_prometheus, serve_metrics
-from duly.observability.sentry import SentryHook
+from duly.observability._logs import JsonFormatter
+from duly.observability._otel import OtelHook
+from duly.observability._prometheus import PrometheusHook, require_prometheus, serve_metrics
+from duly.observability._sentry import SentryHook
 
 __all__ = [
     "BACKEND_METRICS",

@@ -40,13 +40,10 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from duly.backends.base import TransactionalBackend
-from duly.backends.postgres import _freshness, _rows
-from duly.backends.postgres._webhooks import Webhooks
-from duly.errors import BackendUnavailable
-from duly.freshness_state import FreshnessRequest, ScopeState
-from duly.limits import gcra_slots
-from duly.records import (
+from duly._errors import BackendUnavailable
+from duly._freshness_state import FreshnessRequest, ScopeState
+from duly._limits import gcra_slots
+from duly._records import (
     ID_CEILING,
     STATS_RETENTION,
     JobFilter,
@@ -58,6 +55,9 @@ from duly.records import (
     StatRow,
     WorkerRecord,
 )
+from duly.backends.base import TransactionalBackend
+from duly.backends.postgres import _freshness, _rows
+from duly.backends.postgres._webhooks import Webhooks
 
 __all__ = ["PostgresBackend"]
 

@@ -15,10 +15,10 @@ from typing import Any, Final, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from duly._records import EnqueueResult, NewJob
 from duly.backends.postgres._migrate import Migrations
 from duly.backends.postgres._pool import _CONNECT_TIMEOUT, _NOT_OUTAGES
 from duly.backends.postgres._queries import Queries
-from duly.records import EnqueueResult, NewJob
 
 __all__ = ["Enqueuing"]
 

@@ -24,10 +24,10 @@ from typing import Any, Final
 
 import psycopg
 
+from duly._errors import EventsTrimmed
+from duly._records import EventRecord, GroupRecord, NewGroup, NewJob
 from duly.backends.postgres._enqueue import Enqueuing, _enqueue_plan, _run_plan_async
 from duly.backends.postgres._listen import Listener
-from duly.errors import EventsTrimmed
-from duly.records import EventRecord, GroupRecord, NewGroup, NewJob
 
 __all__ = ["Grouping"]
 

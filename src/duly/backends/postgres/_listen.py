@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from duly.errors import BackendUnavailable
+from duly._errors import BackendUnavailable
 
 __all__ = ["Listener"]
 

@@ -12,12 +12,12 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
+from duly._errors import ConfigurationError
+from duly._records import StorageFormat
 from duly.backends._sql import check_format, format_of, load_migrations
 from duly.backends.postgres._first_use import FirstUse, run_blocking
 from duly.backends.postgres._pool import Connections
 from duly.backends.postgres._queries import PACKAGE, bind
-from duly.errors import ConfigurationError
-from duly.records import StorageFormat
 
 __all__ = ["Migrations"]
 

@@ -19,10 +19,10 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
+from duly._errors import BackendUnavailable, ConfigurationError
 from duly.backends.postgres._listen import Listener
 from duly.backends.postgres._queries import Queries
 from duly.backends.postgres._rows import Rows
-from duly.errors import BackendUnavailable, ConfigurationError
 
 __all__ = ["Connections"]
 

@@ -8,8 +8,8 @@ from typing import Final
 
 from psycopg import sql
 
+from duly._records import JobRecord
 from duly.backends._sql import load_queries
-from duly.records import JobRecord
 
 __all__ = ["PACKAGE", "Queries", "bind"]
 

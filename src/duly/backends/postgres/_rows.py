@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from psycopg.rows import RowMaker, no_result
 
-from duly.records import JobRecord, QueueStats, StatRow, WorkerRecord
+from duly._records import JobRecord, QueueStats, StatRow, WorkerRecord
 
 if TYPE_CHECKING:
     from psycopg.cursor_async import AsyncCursor

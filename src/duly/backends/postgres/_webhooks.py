@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from duly._records import WebhookRecord
 from duly.backends.postgres._groups import Grouping
-from duly.records import WebhookRecord
 
 __all__ = ["Webhooks"]
 

@@ -7,7 +7,7 @@ the namespace's wake channel; waiting never holds a pooled connection.
 This module maps each protocol method to one script or command; the rest lives beside it:
 ``connection.py`` (client, blocking connections, auto-pipeline, errors), ``scripts.py`` (the
 typed script calls), ``format.py`` (the storage format, checked and upgraded at ``open``),
-``codec.py`` (replies to records, by field name), ``wake.py`` (waiting).
+``_codec.py`` (replies to records, by field name), ``wake.py`` (waiting).
 
 Listing (``list_jobs``) reads, newest first: the key's index when ``key`` is set; the status
 index for a finished status; the running set for ``running``; else the index of every job.
@@ -26,24 +26,8 @@ from typing import Final, cast
 
 from redis.asyncio import Redis
 
-from duly.backends._urls import redact_url
-from duly.backends.redis import _freshness, _webhooks, codec, streams
-from duly.backends.redis.connection import (
-    UNAVAILABLE,
-    BlockingConnections,
-    Client,
-    guard,
-    make_client,
-)
-from duly.backends.redis.durable import Durability
-from duly.backends.redis.format import Formats
-from duly.backends.redis.handoff import Inbox
-from duly.backends.redis.keys import Keyspace
-from duly.backends.redis.scripts import Scripts
-from duly.backends.redis.topology import Topology
-from duly.backends.redis.wake import Wake
-from duly.freshness_state import FreshnessRequest, ScopeState
-from duly.records import (
+from duly._freshness_state import FreshnessRequest, ScopeState
+from duly._records import (
     FINISHED_STATUSES,
     STATS_RETENTION,
     EnqueueResult,
@@ -62,6 +46,22 @@ from duly.records import (
     WebhookRecord,
     WorkerRecord,
 )
+from duly.backends._urls import redact_url
+from duly.backends.redis import _codec, _freshness, _streams, _webhooks
+from duly.backends.redis._connection import (
+    UNAVAILABLE,
+    BlockingConnections,
+    Client,
+    guard,
+    make_client,
+)
+from duly.backends.redis._durable import Durability
+from duly.backends.redis._format import Formats
+from duly.backends.redis._handoff import Inbox
+from duly.backends.redis._keys import Keyspace
+from duly.backends.redis._scripts import Scripts
+from duly.backends.redis._topology import Topology
+from duly.backends.redis._wake import Wake
 
 __all__ = ["LIST_SCAN_BOUND", "RedisBackend"]
 
@@ -170,7 +170,7 @@ class RedisBackend:
                     self._scripts, self._redis, jobs, self._safe_url
                 )
                 found = self._scripts.collect(jobs, replies)
-        return codec.results(jobs, found)
+        return _codec.results(jobs, found)
 
     def enqueue_blocking(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
         """Blocking twin of ``enqueue`` for sync callers (thread-safe; no event loop)."""
@@ -188,7 +188,7 @@ class RedisBackend:
                 found = self._scripts.enqueue_blocking_cluster(self._blocking.cluster(), jobs)
             else:
                 found = self._scripts.enqueue_blocking(self._blocking.connection(), jobs)
-        return codec.results(jobs, found)
+        return _codec.results(jobs, found)
 
     def close_blocking(self) -> None:
         """Close the connections of the blocking calls."""
@@ -212,7 +212,7 @@ class RedisBackend:
                 self._redis, worker, queues, limit, now, lease_until
             )
         now, lease_until = float(now), float(lease_until)
-        return [codec.claimed(job_id, row, worker, now, lease_until) for job_id, row in rows]
+        return [_codec.claimed(job_id, row, worker, now, lease_until) for job_id, row in rows]
 
     async def claim_idle(
         self,
@@ -234,8 +234,8 @@ class RedisBackend:
                 self._redis, worker, queues, max(limit, 0), now, lease_until, idle
             )
         now, lease_until = float(now), float(lease_until)
-        return [codec.handed(row, worker) for row in handed] + [
-            codec.claimed(job_id, row, worker, now, lease_until) for job_id, row in rows
+        return [_codec.handed(row, worker) for row in handed] + [
+            _codec.claimed(job_id, row, worker, now, lease_until) for job_id, row in rows
         ]
 
     async def wait_for_handoff(
@@ -255,7 +255,7 @@ class RedisBackend:
             wake = self._wake.wait(client, queues, timeout)
             # one server (self.handoff): a plain client, not a cluster's
             row = await inbox.wait(cast(Redis, client), [wake, stop.wait()], timeout)
-        return [] if row is None else [codec.handed(row, worker)]
+        return [] if row is None else [_codec.handed(row, worker)]
 
     async def withdraw(self, worker: str, queues: Sequence[str]) -> list[JobRecord]:
         inbox = self._inboxes.pop(worker, None)
@@ -267,7 +267,7 @@ class RedisBackend:
             handed, _ = await self._scripts.claim(
                 self._redis, worker, queues, 0, 0.0, 0.0, (0.001, 0.0, True)
             )
-        return [codec.handed(row, worker) for row in handed]
+        return [_codec.handed(row, worker) for row in handed]
 
     async def heartbeat(
         self, worker: str, job_ids: Sequence[str], now: float, lease_until: float
@@ -288,7 +288,7 @@ class RedisBackend:
     async def promote_due(self, now: float, limit: int) -> tuple[int, float | None]:
         with guard(self._safe_url, "promote_due"):
             moved, first = await self._scripts.promote_due(self._redis, now, max(limit, 0))
-        return moved, codec.float_or_none(first)
+        return moved, _codec.float_or_none(first)
 
     async def recover(
         self, now: float, max_lost: int, limit: int, failed_expire_at: float
@@ -305,7 +305,7 @@ class RedisBackend:
     # -- workers ---------------------------------------------------------------------------
     async def register_worker(self, worker: str, now: float, info: dict[str, object]) -> None:
         k = self.keys
-        blob = codec.worker_info(now, info)
+        blob = _codec.worker_info(now, info)
         with guard(self._safe_url, "register_worker"):
             async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.zadd(k.workers, {worker: float(now)})
@@ -327,7 +327,7 @@ class RedisBackend:
                 pipe.zrange(k.workers, 0, -1, withscores=True)
                 pipe.hgetall(k.worker_info)
                 seen, infos = await pipe.execute()
-        return codec.worker_records(seen, infos)
+        return _codec.worker_records(seen, infos)
 
     # -- operator actions ------------------------------------------------------------------
     async def cancel(self, job_id: str, now: float, expire_at: float) -> bool:
@@ -381,23 +381,23 @@ class RedisBackend:
 
     async def get_group(self, group_id: str) -> GroupRecord | None:
         with guard(self._safe_url, "get_group"):
-            return await streams.get_group(self._redis, self.keys, group_id)
+            return await _streams.get_group(self._redis, self.keys, group_id)
 
     async def read_events(
         self, after: str | None, key: str | None, limit: int
     ) -> tuple[list[EventRecord], str]:
         with guard(self._safe_url, "read_events"):
-            return await streams.read_events(self._redis, self.keys, after, key, limit)
+            return await _streams.read_events(self._redis, self.keys, after, key, limit)
 
     async def wait_for_events(self, after: str, key: str | None, timeout: float) -> None:
         with guard(self._safe_url, "wait_for_events"):
-            await streams.wait_for_events(self._redis, self.keys, after, key, timeout)
+            await _streams.wait_for_events(self._redis, self.keys, after, key, timeout)
 
     # -- introspection ---------------------------------------------------------------------
     async def get_job(self, job_id: str) -> JobRecord | None:
         with guard(self._safe_url, "get_job"):
             fields = cast(dict[bytes, bytes], await self._redis.hgetall(self.keys.job(job_id)))
-        return codec.record(job_id, fields) if fields else None
+        return _codec.record(job_id, fields) if fields else None
 
     async def list_jobs(self, where: JobFilter, limit: int) -> list[JobRecord]:
         if limit <= 0:
@@ -425,7 +425,7 @@ class RedisBackend:
                 where.queue,
                 where.before,
             )
-        return [codec.record(job_id.decode(), flat) for job_id, flat in rows]
+        return [_codec.record(job_id.decode(), flat) for job_id, flat in rows]
 
     async def queue_stats(self) -> list[QueueStats]:
         k = self.keys
@@ -441,7 +441,7 @@ class RedisBackend:
                 pipe.hgetall(k.queue_counts)
                 *ready, counts = await pipe.execute()
             ages = await self._scripts.queue_ages(client, names)
-        return codec.queue_stats(names, ready, counts, ages)
+        return _codec.queue_stats(names, ready, counts, ages)
 
     # -- freshness (freshness.lua, freshness_scopes.lua; parsed by _freshness.py) --------------
     async def freshness_sync(
@@ -493,4 +493,4 @@ class RedisBackend:
                 for minute in minutes:
                     pipe.hgetall(k.counters(minute))
                 buckets = await pipe.execute()
-        return codec.stat_rows(minutes, buckets)
+        return _codec.stat_rows(minutes, buckets)

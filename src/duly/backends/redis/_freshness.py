@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from duly.freshness_state import FreshnessRequest, ScopeState
+from duly._freshness_state import FreshnessRequest, ScopeState
 
 __all__ = ["due_scopes", "scope_row", "scope_rows", "sync_states"]
 

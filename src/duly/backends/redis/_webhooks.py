@@ -8,8 +8,8 @@ from typing import Any, cast
 
 import msgspec
 
-from duly.backends.redis.keys import Keyspace
-from duly.records import WebhookRecord
+from duly._records import WebhookRecord
+from duly.backends.redis._keys import Keyspace
 
 __all__ = ["delete_webhook", "get_webhook", "store_webhook"]
 

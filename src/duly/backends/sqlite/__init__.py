@@ -32,6 +32,26 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Final, TypeVar
 
+from duly._errors import BackendUnavailable, ConfigurationError
+from duly._freshness_state import FreshnessRequest, ScopeState
+from duly._records import (
+    STATS_RETENTION,
+    EnqueueResult,
+    EventRecord,
+    GroupRecord,
+    JobFilter,
+    JobRecord,
+    NewGroup,
+    NewJob,
+    Outcome,
+    QueueStats,
+    RateRequest,
+    Recovered,
+    StatRow,
+    StorageFormat,
+    WebhookRecord,
+    WorkerRecord,
+)
 from duly.backends.sqlite import (
     _claim,
     _concurrency,
@@ -57,26 +77,6 @@ from duly.backends.sqlite._tx import migrate as _migrate
 from duly.backends.sqlite._tx import storage_format as _storage_format
 from duly.backends.sqlite._tx import write as _write
 from duly.backends.sqlite._wakeup import WorkSignal
-from duly.errors import BackendUnavailable, ConfigurationError
-from duly.freshness_state import FreshnessRequest, ScopeState
-from duly.records import (
-    STATS_RETENTION,
-    EnqueueResult,
-    EventRecord,
-    GroupRecord,
-    JobFilter,
-    JobRecord,
-    NewGroup,
-    NewJob,
-    Outcome,
-    QueueStats,
-    RateRequest,
-    Recovered,
-    StatRow,
-    StorageFormat,
-    WebhookRecord,
-    WorkerRecord,
-)
 
 __all__ = ["SqliteBackend"]
 

@@ -7,9 +7,9 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from duly._records import JobRecord
 from duly.backends.sqlite import _rows
 from duly.backends.sqlite._tx import QUERIES
-from duly.records import JobRecord
 
 __all__ = ["claim", "data_version", "heartbeat_tx"]
 

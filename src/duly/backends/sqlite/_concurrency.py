@@ -11,9 +11,9 @@ import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 
+from duly._limits import gcra_slots
+from duly._records import RateRequest
 from duly.backends.sqlite._tx import QUERIES as _QUERIES
-from duly.limits import gcra_slots
-from duly.records import RateRequest
 
 __all__ = ["free_gate_slots", "reserve_rate", "unique_holder"]
 
@@ -52,7 +52,7 @@ def reserve_rate(
     conn: sqlite3.Connection, requests: Sequence[RateRequest], now: float
 ) -> list[float]:
     """Reserve the batch's rate slots inside the caller's write transaction (the GCRA itself
-    is ``duly.limits.gcra_slots``); each request's slot start."""
+    is ``duly._limits.gcra_slots``); each request's slot start."""
     keys = json.dumps(sorted({request.key for request in requests}))
     state: dict[str, tuple[float, float]] = {
         key: (tat, not_before)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Final
 from urllib.parse import unquote, urlsplit
 
-from duly.errors import BackendUnavailable, ConfigurationError
+from duly._errors import BackendUnavailable, ConfigurationError
 
 __all__ = [
     "BUSY_TIMEOUT_MS",

@@ -6,9 +6,9 @@ import json
 import sqlite3
 from collections.abc import Callable, Sequence
 
+from duly._records import EnqueueResult, NewJob
 from duly.backends.sqlite import _concurrency
 from duly.backends.sqlite._tx import QUERIES
-from duly.records import EnqueueResult, NewJob
 
 __all__ = ["enqueue_tx"]
 

@@ -9,9 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Final
 
-from duly.backends._sql import load_queries
-from duly.backends.sqlite._enqueue import enqueue_tx
-from duly.freshness_state import (
+from duly._freshness_state import (
     NEVER,
     FreshnessRequest,
     ScopeState,
@@ -20,6 +18,8 @@ from duly.freshness_state import (
     next_baseline,
     sync_priority,
 )
+from duly.backends._sql import load_queries
+from duly.backends.sqlite._enqueue import enqueue_tx
 
 __all__ = ["due", "ended", "scopes", "stale_count", "sync_tx"]
 

@@ -14,11 +14,11 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from duly._errors import EventsTrimmed
+from duly._records import EventRecord, GroupRecord, NewGroup, NewJob
 from duly.backends.sqlite._connection import statements
 from duly.backends.sqlite._enqueue import enqueue_tx
 from duly.backends.sqlite._tx import QUERIES
-from duly.errors import EventsTrimmed
-from duly.records import EventRecord, GroupRecord, NewGroup, NewJob
 
 __all__ = [
     "enqueue_group_tx",

@@ -9,9 +9,9 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+from duly._records import ID_CEILING, JobFilter, JobRecord, QueueStats, StatRow, WorkerRecord
 from duly.backends.sqlite import _rows
 from duly.backends.sqlite._tx import QUERIES
-from duly.records import ID_CEILING, JobFilter, JobRecord, QueueStats, StatRow, WorkerRecord
 
 __all__ = [
     "get_job",

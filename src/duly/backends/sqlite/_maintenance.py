@@ -6,11 +6,11 @@ import math
 import sqlite3
 from collections.abc import Callable
 
+from duly._records import Recovered
 from duly.backends.sqlite import _concurrency, _freshness, _groups
 from duly.backends.sqlite._connection import statements
 from duly.backends.sqlite._outcomes import bump_stats
 from duly.backends.sqlite._tx import QUERIES
-from duly.records import Recovered
 
 __all__ = ["drop", "promote_tx", "purge_tx", "recover_tx"]
 

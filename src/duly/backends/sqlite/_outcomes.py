@@ -13,9 +13,9 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+from duly._records import Outcome
 from duly.backends.sqlite import _concurrency, _freshness
 from duly.backends.sqlite._tx import QUERIES
-from duly.records import Outcome
 
 __all__ = ["bump_stats", "cancel_tx", "finish_tx", "retry_tx"]
 

@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Generic, TypeVar
 
-from duly.records import JobRecord, StatRow
+from duly._records import JobRecord, StatRow
 
 __all__ = ["JOB_FIELDS", "Codec", "columns", "job_codec", "positions", "stat_codec"]
 

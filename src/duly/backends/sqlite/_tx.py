@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from typing import Final, TypeVar
 
+from duly._records import StorageFormat
 from duly.backends._sql import check_format, format_of, load_migrations, load_queries
 from duly.backends.sqlite._connection import statements
-from duly.records import StorageFormat
 
 __all__ = ["MIGRATIONS", "QUERIES", "migrate", "storage_format", "write"]
 

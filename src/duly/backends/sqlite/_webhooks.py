@@ -6,8 +6,8 @@ import dataclasses
 import sqlite3
 from collections.abc import Callable
 
+from duly._records import WebhookRecord
 from duly.backends.sqlite._tx import QUERIES
-from duly.records import WebhookRecord
 
 __all__ = ["delete_webhook_tx", "get_webhook", "store_webhook_tx"]
 

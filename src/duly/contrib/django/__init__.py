@@ -37,7 +37,7 @@ from duly.contrib.django._settings import app_from_settings
 from duly.contrib.django._transactions import DjangoTransactions
 
 if TYPE_CHECKING:
-    from duly.app import App
+    from duly._app import App
 
 __all__ = ["DjangoTransactions", "app", "app_from_settings", "get_app", "with_dashboard"]
 

@@ -16,10 +16,10 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from duly.context import current_job
-from duly.registry import Registry, TaskSettings
-from duly.task import Task
-from duly.watch import WatchConfig
+from duly._context import current_job
+from duly._registry import Registry, TaskSettings
+from duly._task import Task
+from duly._watch import WatchConfig
 
 __all__ = ["DjangoRegistry"]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from duly.app import App
+from duly._app import App
+from duly._errors import ConfigurationError
 from duly.contrib.django._connections import DjangoRegistry
 from duly.contrib.django._transactions import DjangoTransactions
-from duly.errors import ConfigurationError
 
 __all__ = ["SETTINGS", "app_from_settings"]
 

@@ -1,11 +1,11 @@
-"""Django's transactions as duly's ``Transactions`` (see ``duly.transactions``)."""
+"""Django's transactions as duly's ``Transactions`` (see ``duly._transactions``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from duly.errors import ConfigurationError
+from duly._errors import ConfigurationError
 
 __all__ = ["DjangoTransactions"]
 

@@ -16,7 +16,7 @@ from typing import Any
 import click
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from duly.cli import cli
+from duly._cli import cli
 
 __all__ = ["Command"]
 

@@ -1,0 +1,83 @@
+"""The running job's context, readable from inside a task (sync or async)."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from duly._errors import JobCancelled
+
+if TYPE_CHECKING:
+    from duly._groups import GroupInfo
+
+__all__ = ["JobContext", "StopFlag", "bind_stop_flag", "current_job"]
+
+
+class StopFlag:
+    """Set by the worker when the run must stop (read from the job's thread: a plain bool)."""
+
+    __slots__ = ("requested",)
+
+    def __init__(self) -> None:
+        self.requested = False
+
+
+#: Never set: the flag of a context built outside a worker's run.
+_NEVER = StopFlag()
+_stop_flag: ContextVar[StopFlag] = ContextVar("duly_stop_flag")
+
+
+def bind_stop_flag(flag: StopFlag) -> None:
+    """Make ``flag`` the stop flag of the JobContext built next in this context (the worker
+    calls it in the context it runs the job in)."""
+    _stop_flag.set(flag)
+
+
+def _stop_flag_of_run() -> StopFlag:
+    return _stop_flag.get(_NEVER)
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    """What a task can know about the run it is in."""
+
+    id: str
+    task: str
+    queue: str
+    attempt: int  # 1 on the first run
+    max_attempts: int
+    key: str | None
+    worker: str
+    #: In a group's ``on_complete`` job: the group (its outcome counts), else None.
+    group: GroupInfo | None = None
+    _stop: StopFlag = field(default_factory=_stop_flag_of_run, repr=False, compare=False)
+
+    @property
+    def last_attempt(self) -> bool:
+        """True when a failure now would fail the job for good."""
+        return self.attempt >= self.max_attempts
+
+    @property
+    def cancel_requested(self) -> bool:
+        """True once the worker learnt (at a heartbeat, every ``lease / 3``) that this run
+        must stop: the job's cancel was requested (or another worker recovered it). The job
+        ends ``cancelled`` whatever the run returns, so a long sync task may poll this and
+        return early; an async task is also cancelled (``asyncio.CancelledError``)."""
+        return self._stop.requested
+
+    def raise_if_cancelled(self) -> None:
+        """Raise ``duly.JobCancelled`` if ``cancel_requested``: a checkpoint for sync tasks."""
+        if self._stop.requested:
+            raise JobCancelled(f"job {self.id} was cancelled while it ran")
+
+
+_current: ContextVar[JobContext] = ContextVar("duly_current_job")
+
+
+def current_job() -> JobContext:
+    """The context of the job being run; raises RuntimeError outside a job."""
+    try:
+        return _current.get()
+    except LookupError:
+        raise RuntimeError("duly.current_job() called outside a running job") from None

@@ -1,0 +1,160 @@
+"""The freshness records that cross the backend boundary (PRODUCT §7), and the rules they obey.
+
+A *scope* (``name`` of a freshness, ``scope`` string) has one row of state in the backend: when
+its last successful sync started, its last attempt, consecutive failures and last error, when
+it is next due (baseline or backoff), who asked for the current sync, and the id of the one
+sync job that may be active for it. ``Backend.freshness_sync`` applies a ``FreshnessRequest``
+to that row in one atomic step (deciding by ``decide`` below, and enqueueing the sync job when
+it decides to); the finish / recover / cancel paths update the row when its sync job ends, in
+the same step as the job's own change (``ended_update`` states what they do).
+
+``decide`` is the rule every backend implements (Python for SQLite, PL/pgSQL for PostgreSQL,
+Lua for Redis); the conformance suite checks they agree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from duly._records import NewJob
+
+__all__ = [
+    "BACKOFF_BASE",
+    "NEVER",
+    "FreshnessRequest",
+    "Reason",
+    "ScopeState",
+    "backoff",
+    "decide",
+    "next_baseline",
+    "sync_priority",
+]
+
+#: Who asked for a sync: a ``check()``, ``request()``, ``touch()`` or the baseline sweep.
+Reason = Literal["check", "request", "touch", "baseline"]
+
+#: The first backoff after a failure, in seconds; it doubles per consecutive failure.
+BACKOFF_BASE: Final = 1.0
+#: ``stale_at`` of a scope never synced (sorts before every real time).
+NEVER: Final = -1e18
+#: The most a sync's priority rises above its task's (at score 10, never synced, or request).
+PRIORITY_BOOST: Final = 100
+
+
+@dataclass(slots=True)
+class FreshnessRequest:
+    """One call on a scope: its policy (seconds) and the sync job to store if one is due.
+
+    ``job`` carries the full sync's payload and the id the new job gets; ``delta_payload``
+    replaces it when the decision is a delta (``full=False``) sync. ``jitter`` in [0, 1) is
+    kept by the scope when a sync is enqueued and scales its next failure backoff.
+    """
+
+    name: str
+    scope: str
+    reason: Reason
+    active: bool
+    max_staleness: float
+    full_every: float
+    max_backoff: float
+    offset: float
+    jitter: float
+    job: NewJob
+    delta_payload: bytes
+
+
+@dataclass(slots=True)
+class ScopeState:
+    """A scope's row after a call (``enqueued``: this call stored ``job_id``)."""
+
+    name: str
+    scope: str
+    max_staleness: float
+    last_success: float | None = None
+    last_attempt: float | None = None
+    failures: int = 0
+    last_error: str | None = None
+    next_due: float | None = None
+    requested_by: str | None = None
+    job_id: str | None = None
+    enqueued: bool = False
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> ScopeState:
+        """A scope as the SQL backends read it: ``name, scope, max_staleness, last_success,
+        last_attempt, failures, last_error, next_due, requested_by, job_id``."""
+        name, scope, max_staleness, ls, la, failures, le, nd, rb, job_id = row
+        return cls(name, scope, max_staleness, ls, la, failures, le, nd, rb, job_id)
+
+    def score(self, now: float) -> float:
+        """Staleness over max_staleness (inf when never synced)."""
+        if self.last_success is None:
+            return math.inf
+        return max(now - self.last_success, 0.0) / self.max_staleness
+
+
+def decide(
+    reason: Reason,
+    active: bool,
+    now: float,
+    last_success: float | None,
+    max_staleness: float,
+    failures: int,
+    next_due: float | None,
+    busy: bool,
+) -> Literal["full", "delta", ""]:
+    """The sync a call enqueues: ``full``, ``delta`` or none (``""``).
+
+    An active sync job (``busy``) absorbs every call. A check or touch during a failure
+    backoff (``failures > 0`` and ``next_due > now``) waits for it; a request never does. A
+    check enqueues a full sync at score >= 1 (or never synced), a delta at 0.5 <= score < 1
+    when ``active``; a request a full sync; a touch a delta (full when never synced); the
+    baseline sweep a full sync once ``next_due`` has come.
+    """
+    if busy:
+        return ""
+    backing_off = failures > 0 and next_due is not None and next_due > now
+    if reason == "request":
+        return "full"
+    if reason == "baseline":
+        return "full" if next_due is None or next_due <= now else ""
+    if backing_off:
+        return ""
+    if last_success is None:
+        return "full"
+    if reason == "touch":
+        return "delta"
+    score = max(now - last_success, 0.0) / max_staleness
+    if score >= 1:
+        return "full"
+    if score >= 0.5 and active:
+        return "delta"
+    return ""
+
+
+def sync_priority(
+    base: int, reason: Reason, now: float, last_success: float | None, max_staleness: float
+) -> int:
+    """The priority of a sync: its task's, raised by ``10 * score`` (at most PRIORITY_BOOST;
+    the most for a scope never synced and for a request), within -1000..1000."""
+    if reason == "request" or last_success is None:
+        boost = PRIORITY_BOOST
+    else:
+        score = max(now - last_success, 0.0) / max_staleness
+        boost = min(PRIORITY_BOOST, math.floor(10 * score))
+    return max(-1000, min(1000, base + boost))
+
+
+def next_baseline(now: float, offset: float, full_every: float) -> float:
+    """The first baseline time after ``now``: ``offset`` plus a multiple of ``full_every``."""
+    return offset + (math.floor((now - offset) / full_every) + 1) * full_every
+
+
+def backoff(failures: int, max_backoff: float, jitter: float) -> float:
+    """Seconds to wait after ``failures`` consecutive failures: ``BACKOFF_BASE * 2**(n-1)``,
+    capped at ``max_backoff``, times ``0.5 + 0.5 * jitter`` (never over the cap)."""
+    raw = min(max_backoff, BACKOFF_BASE * 2.0 ** min(failures - 1, 60))
+    return raw * (0.5 + 0.5 * jitter)

@@ -1,0 +1,306 @@
+"""The JSON the HTTP API answers, as msgspec Structs: the one source of the responses and of
+their OpenAPI schemas (``duly._http.openapi``).
+
+Times are ISO 8601 in UTC (msgspec writes them with a ``Z``). Arguments of a task's ``secret=``
+are ``"***"`` here already (``duly._secrets``); nothing in this module decides what to show.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+import msgspec
+
+__all__ = [
+    "ErrorBody",
+    "EventOut",
+    "FreshnessList",
+    "FreshnessOut",
+    "GroupOut",
+    "Health",
+    "HookAccepted",
+    "JobAction",
+    "JobError",
+    "JobList",
+    "JobOut",
+    "LastJob",
+    "PeriodicList",
+    "PeriodicOut",
+    "QueueList",
+    "QueueOut",
+    "ScopeList",
+    "ScopeOut",
+    "ScopeRefreshed",
+    "Session",
+    "StatRowOut",
+    "StatTotals",
+    "Stats",
+    "WatchList",
+    "WatchOut",
+    "WorkerList",
+    "WorkerOut",
+]
+
+
+class ErrorBody(msgspec.Struct):
+    """Every error answer: what went wrong, for a human."""
+
+    error: str
+
+
+class Session(msgspec.Struct):
+    """Who the caller is: its ``role`` and the ``csrf`` value a cookie session's POSTs send in
+    the ``X-Duly-CSRF`` header."""
+
+    role: Literal["read", "admin"]
+    csrf: str
+
+
+class JobError(msgspec.Struct, omit_defaults=False):
+    """One failed attempt: the exception's type and message, its traceback, when (POSIX
+    seconds) and which attempt."""
+
+    type: str
+    message: str
+    traceback: str | None = None
+    at: float | None = None
+    attempt: int | None = None
+
+
+class JobOut(msgspec.Struct):
+    """A job: the ``duly status --json`` keys and the rest of ``duly.JobInfo``."""
+
+    id: str
+    task: str
+    queue: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    status: Literal[
+        "scheduled", "queued", "running", "retrying", "succeeded", "failed", "cancelled"
+    ]
+    attempts: int
+    max_attempts: int
+    key: str | None
+    priority: int
+    enqueued_at: datetime
+    scheduled_for: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    result: Any
+    error: JobError | None
+    errors: list[JobError]
+    worker: str | None
+    lost: int
+
+
+class JobList(msgspec.Struct):
+    """A page of jobs, newest first; ``next`` is the ``before=`` of the next page (None: last)."""
+
+    jobs: list[JobOut]
+    next: str | None
+
+
+class JobAction(msgspec.Struct):
+    """The job after a retry or cancel."""
+
+    job: JobOut
+
+
+class QueueOut(msgspec.Struct):
+    """One queue's counts (``scheduled`` includes ``retrying``; ``parked`` are queued jobs
+    waiting for a mutex or concurrency slot) and since when its oldest ready job waits."""
+
+    name: str
+    queued: int
+    scheduled: int
+    running: int
+    parked: int
+    oldest_ready_at: datetime | None
+
+
+class QueueList(msgspec.Struct):
+    """A page of queues by name."""
+
+    queues: list[QueueOut]
+    next: str | None
+
+
+class WorkerOut(msgspec.Struct):
+    """A registered worker process and when it was last seen."""
+
+    id: str
+    started_at: datetime
+    last_seen: datetime
+    info: dict[str, Any]
+
+
+class WorkerList(msgspec.Struct):
+    """A page of workers."""
+
+    workers: list[WorkerOut]
+    next: str | None
+
+
+class StatRowOut(msgspec.Struct):
+    """Outcomes of one task on one queue in one minute (``minute``: its start)."""
+
+    minute: datetime
+    task: str
+    queue: str
+    succeeded: int
+    failed: int
+    retried: int
+
+
+class StatTotals(msgspec.Struct):
+    """The sums of the rows."""
+
+    succeeded: int
+    failed: int
+    retried: int
+
+
+class Stats(msgspec.Struct):
+    """Per-minute counters of the last ``minutes`` minutes (bounded: not paginated)."""
+
+    minutes: int
+    rows: list[StatRowOut]
+    totals: StatTotals
+
+
+class LastJob(msgspec.Struct):
+    """The newest job of a periodic task."""
+
+    id: str
+    status: str
+    enqueued_at: datetime
+
+
+class PeriodicOut(msgspec.Struct):
+    """A periodic task's schedule, its next tick and its newest job."""
+
+    task: str
+    every: float | None
+    cron: str | None
+    tz: str
+    catch_up: Literal["skip", "one", "all"]
+    next_run_at: datetime
+    last_job: LastJob | None
+
+
+class PeriodicList(msgspec.Struct):
+    """A page of periodic tasks by name."""
+
+    periodic: list[PeriodicOut]
+    next: str | None
+
+
+class WatchOut(msgspec.Struct):
+    """One watch (``duly._watch.WatchRecord``): active, or a history row once it ended."""
+
+    watch: str
+    job_id: str
+    key: str | None
+    args: list[Any]
+    kwargs: dict[str, Any]
+    state: Literal["watching", "done", "ended", "stopped", "failed"]
+    reason: str | None
+    checks: int
+    started_at: datetime
+    first_check: datetime | None
+    last_check: datetime | None
+    next_check: datetime | None
+    ended_at: datetime | None
+
+
+class WatchList(msgspec.Struct):
+    """A page of watches, newest first; ``next`` is the ``before=`` of the next page."""
+
+    watches: list[WatchOut]
+    next: str | None
+
+
+class GroupOut(msgspec.Struct):
+    """A group's progress (``duly.GroupInfo``)."""
+
+    id: str
+    key: str | None
+    total: int
+    succeeded: int
+    failed: int
+    cancelled: int
+    pending: int
+    created_at: datetime
+    completed_at: datetime | None
+    callback_job_id: str | None
+
+
+class FreshnessOut(msgspec.Struct):
+    """A freshness mirror: its sync task and how many of its scopes are stale now."""
+
+    name: str
+    task: str
+    stale: int
+
+
+class FreshnessList(msgspec.Struct):
+    """A page of freshness mirrors by name."""
+
+    freshness: list[FreshnessOut]
+    next: str | None
+
+
+class ScopeOut(msgspec.Struct):
+    """How fresh one scope is (``duly.Freshness``; ``score`` None = never synced; ``job``: the
+    id of its active sync)."""
+
+    scope: str
+    state: Literal["never", "stale", "current"]
+    score: float | None
+    last_synced_at: datetime | None
+    syncing: bool
+    job: str | None
+    failures: int
+    last_error: str | None
+    last_attempt_at: datetime | None
+    next_due: datetime | None
+    requested_by: str | None
+
+
+class ScopeList(msgspec.Struct):
+    """A page of scopes, stalest first."""
+
+    scopes: list[ScopeOut]
+    next: str | None
+
+
+class ScopeRefreshed(msgspec.Struct):
+    """The scope after a refresh was requested (``scope.job``: its sync)."""
+
+    scope: ScopeOut
+
+
+class EventOut(msgspec.Struct):
+    """One job state change (the ``data`` of an SSE ``job`` event)."""
+
+    id: str
+    job_id: str
+    task: str
+    queue: str
+    key: str | None
+    status: str
+    at: datetime
+
+
+class HookAccepted(msgspec.Struct):
+    """A webhook's job was enqueued."""
+
+    job_id: str
+
+
+class Health(msgspec.Struct):
+    """``ok``, or ``unavailable`` with the backend's error."""
+
+    status: Literal["ok", "unavailable"]
+    error: str | None = None

@@ -1,0 +1,278 @@
+"""Periodic tasks, watches, groups and freshness mirrors."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from duly._freshness import Freshness, Mirror
+from duly._http.api import (
+    CURSOR,
+    LIMIT,
+    ApiError,
+    Call,
+    Endpoint,
+    Param,
+    encode_cursor,
+    page_by_name,
+)
+from duly._http.models import (
+    FreshnessList,
+    FreshnessOut,
+    GroupOut,
+    LastJob,
+    PeriodicList,
+    PeriodicOut,
+    ScopeList,
+    ScopeRefreshed,
+    WatchList,
+    WatchOut,
+)
+from duly._http.views import group_out, never_scope, scope_out, utc, watch_out
+from duly._records import JobFilter
+from duly._scheduler.periodic import Schedule
+from duly._watch import WatchRecord
+
+__all__ = ["ENDPOINTS"]
+
+#: With ``key=``, the newest watches read per watch and state (then filtered here).
+WATCH_KEY_SCAN: Final = 500
+#: The deepest scope a page of ``freshness/{name}/scopes`` reaches (its cursor is an offset).
+MAX_SCOPE_OFFSET: Final = 10_000
+_ACTIVE: Final = ("scheduled", "queued", "running", "retrying")
+_ENDED: Final = ("succeeded", "failed", "cancelled")
+
+
+def _schedule_task(schedule: Schedule) -> str:
+    return schedule.task
+
+
+async def periodic(call: Call) -> PeriodicList:
+    """Every periodic task: its schedule, next tick and newest job."""
+    app = call.app
+    found, next_page = page_by_name(list(app.schedules.values()), _schedule_task, call)
+    backend = await app.backend()
+    now = app.clock.now()
+    out = []
+    for schedule in found:
+        newest = await backend.list_jobs(JobFilter(key=schedule.key), 1)
+        last = (
+            LastJob(
+                id=newest[0].id, status=newest[0].status, enqueued_at=utc(newest[0].enqueued_at)
+            )
+            if newest
+            else None
+        )
+        out.append(
+            PeriodicOut(
+                task=schedule.task,
+                every=schedule.every,
+                cron=schedule.cron,
+                tz=schedule.tz,
+                catch_up=schedule.catch_up,
+                next_run_at=utc(schedule.next_tick(now)),
+                last_job=last,
+            )
+        )
+    return PeriodicList(periodic=out, next=next_page)
+
+
+async def watches(call: Call) -> WatchList:
+    """Active watches (or, ``active=false``, ended ones), newest first."""
+    app = call.app
+    q = call.query
+    names = app.registry.watches()
+    if q["watch"] is not None:
+        if q["watch"] not in names:
+            raise ApiError(404, f"no watch named {q['watch']!r}")
+        names = [q["watch"]]
+    limit: int = q["limit"]
+    key: str | None = q["key"]
+    backend = await app.backend()
+    read = limit + 1 if key is None else WATCH_KEY_SCAN
+    records = [
+        record
+        for name in names
+        for status in (_ACTIVE if q["active"] else _ENDED)
+        for record in await backend.list_jobs(
+            JobFilter(task=name, status=status, before=q["before"]), read
+        )
+    ]
+    records.sort(key=lambda r: r.id, reverse=True)
+    found = [watch_out(app, WatchRecord.from_record(r), r.key) for r in records]
+    if key is not None:
+        found = [w for w in found if _of_key(w, key)]
+    more = len(found) > limit
+    found = found[:limit]
+    return WatchList(watches=found, next=encode_cursor(found[-1].job_id) if more else None)
+
+
+def _of_key(watch: WatchOut, key: str) -> bool:
+    """``watch`` has this key, or an argument (secret ones masked) equal to it."""
+    values = [*watch.args, *watch.kwargs.values()]
+    return watch.key == key or any(str(v) == key for v in values if v is not None)
+
+
+async def group(call: Call) -> GroupOut:
+    """A group's progress."""
+    info = await call.app.get_group_async(call.path["id"])
+    if info is None:
+        raise ApiError(404, f"no group {call.path['id']!r} (unknown, or removed by retention)")
+    return group_out(info)
+
+
+def _mirror_name(mirror: Mirror) -> str:
+    return mirror.name
+
+
+async def freshness(call: Call) -> FreshnessList:
+    """Every freshness mirror and how many of its scopes are stale."""
+    app = call.app
+    found, next_page = page_by_name(list(app.mirrors.values()), _mirror_name, call)
+    backend = await app.backend()
+    now = app.clock.now()
+    return FreshnessList(
+        freshness=[
+            FreshnessOut(
+                name=m.name,
+                task=m.task.name,
+                stale=await backend.freshness_stale_count(m.name, now),
+            )
+            for m in found
+        ],
+        next=next_page,
+    )
+
+
+def _mirror(call: Call) -> Mirror:
+    mirror = call.app.mirrors.get(call.path["name"])
+    if mirror is None:
+        raise ApiError(404, f"no freshness named {call.path['name']!r}")
+    return mirror
+
+
+async def scopes(call: Call) -> ScopeList:
+    """A mirror's scopes, stalest first (``stale=true``: only those past their SLA)."""
+    mirror = _mirror(call)
+    q = call.query
+    offset = 0
+    if q["cursor"] is not None:
+        try:
+            offset = int(q["cursor"])
+        except ValueError:
+            raise ApiError(400, "cursor is not a cursor this API returned") from None
+    limit: int = q["limit"]
+    if not 0 <= offset <= MAX_SCOPE_OFFSET:
+        raise ApiError(400, f"pages of scopes reach {MAX_SCOPE_OFFSET} scopes deep at most")
+    found = await mirror.scopes_async(stale_only=q["stale"], limit=offset + limit + 1)
+    page = found[offset : offset + limit]
+    more = len(found) > offset + limit and offset + limit < MAX_SCOPE_OFFSET
+    return ScopeList(
+        scopes=[scope_out(s) for s in page],
+        next=encode_cursor(str(offset + limit)) if more else None,
+    )
+
+
+async def one_scope(call: Call) -> ScopeRefreshed:
+    """One scope (never seen: state ``never``), without enqueueing anything."""
+    mirror = _mirror(call)
+    app = call.app
+    row = await (await app.backend()).freshness_scope(mirror.name, call.path["scope"])
+    if row is None:
+        return ScopeRefreshed(scope=never_scope(call.path["scope"]))
+    return ScopeRefreshed(scope=scope_out(Freshness.from_state(app, row, app.clock.now())))
+
+
+async def refresh(call: Call) -> ScopeRefreshed:
+    """Ask for a sync of one scope now (one runs at a time: an active one is returned)."""
+    mirror = _mirror(call)
+    scope = call.path["scope"]
+    if not scope or "\x00" in scope:
+        raise ApiError(400, "a scope is a non-empty string")
+    return ScopeRefreshed(scope=scope_out(await mirror.request_async(scope)))
+
+
+ENDPOINTS: Final = (
+    Endpoint(
+        "GET",
+        "/api/v1/periodic",
+        periodic,
+        PeriodicList,
+        "List periodic tasks",
+        params=(LIMIT, CURSOR),
+        errors=(400,),
+        tags=("periodic",),
+    ),
+    Endpoint(
+        "GET",
+        "/api/v1/watches",
+        watches,
+        WatchList,
+        "List watches",
+        params=(
+            Param("active", "bool", "Active watches (default) or ended ones.", default=True),
+            Param("watch", description="Only this watch (its task name)."),
+            Param(
+                "key",
+                description="Only watches of this key, or with an argument equal to it "
+                "(among the newest 500 per watch and state).",
+            ),
+            LIMIT,
+            Param("before", "cursor", "The `next` of the previous page."),
+        ),
+        errors=(400, 404),
+        tags=("watches",),
+    ),
+    Endpoint(
+        "GET",
+        "/api/v1/groups/{id}",
+        group,
+        GroupOut,
+        "Get a group",
+        errors=(404,),
+        tags=("groups",),
+    ),
+    Endpoint(
+        "GET",
+        "/api/v1/freshness",
+        freshness,
+        FreshnessList,
+        "List freshness mirrors",
+        params=(LIMIT, CURSOR),
+        errors=(400,),
+        tags=("freshness",),
+    ),
+    Endpoint(
+        "GET",
+        "/api/v1/freshness/{name}/scopes",
+        scopes,
+        ScopeList,
+        "List a mirror's scopes",
+        params=(
+            Param("stale", "bool", "Only scopes past their SLA.", default=False),
+            LIMIT,
+            CURSOR,
+        ),
+        errors=(400, 404),
+        tags=("freshness",),
+    ),
+    Endpoint(
+        "GET",
+        "/api/v1/freshness/{name}/scopes/{scope}",
+        one_scope,
+        ScopeRefreshed,
+        "Get one scope",
+        errors=(404,),
+        tags=("freshness",),
+    ),
+    Endpoint(
+        "POST",
+        "/api/v1/freshness/{name}/scopes/{scope}/refresh",
+        refresh,
+        ScopeRefreshed,
+        "Refresh a scope now",
+        access="admin",
+        status=202,
+        errors=(400, 404),
+        tags=("freshness",),
+    ),
+)

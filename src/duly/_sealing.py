@@ -1,0 +1,118 @@
+"""Encryption at rest of secret arguments (``@app.task(secret=(...))``).
+
+With ``DULY_SECRET_KEY`` (or ``App(secret_key=)``) set, each secret argument's value is
+encrypted with Fernet (AES-128-CBC + HMAC-SHA256, from ``cryptography``: ``duly[secrets]``)
+before the payload is stored, as ``{"$sealed": "<token>"}`` in its place, and decrypted only by
+the worker, just before the call. A Redis dump or a database backup then holds the token,
+never the value. The key is any string (a long random one: ``python -c "import secrets;
+print(secrets.token_urlsafe(32))"``); several comma-separated keys rotate: the first seals,
+every one opens.
+
+What it does not protect: the other arguments; the result; the running worker's memory; a
+secret value a task puts in its exception message is scrubbed before it is stored
+(``duly._secrets``), but anything the task itself logs or stores elsewhere is its own business;
+and anyone holding the key (every worker needs it).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Sequence
+from typing import Any, Final
+
+import msgspec
+
+from duly._errors import ConfigurationError
+
+__all__ = ["SEALED", "Sealer"]
+
+#: The key of the object that replaces a sealed value in a stored payload.
+SEALED: Final = "$sealed"
+_JSON: Final = msgspec.json.Encoder()
+_DECODE: Final = msgspec.json.Decoder()
+
+
+def _fernet_key(secret: str) -> bytes:
+    return base64.urlsafe_b64encode(hashlib.sha256(secret.encode()).digest())
+
+
+class Sealer:
+    """Seals and opens secret arguments inside payloads with one key (or several, rotating)."""
+
+    def __init__(self, secret_key: str) -> None:
+        try:
+            from cryptography.fernet import Fernet, MultiFernet
+        except ImportError:  # pragma: no cover - the extra is missing
+            raise ConfigurationError(
+                "a secret key (DULY_SECRET_KEY / App(secret_key=)) needs the cryptography "
+                "package: pip install 'duly[secrets]'"
+            ) from None
+        keys = [k.strip() for k in secret_key.split(",") if k.strip()]
+        if not keys:
+            raise ConfigurationError("the secret key is empty")
+        self._fernet = MultiFernet([Fernet(_fernet_key(k)) for k in keys])
+
+    def __repr__(self) -> str:
+        return "<duly.Sealer>"
+
+    @classmethod
+    def from_key(cls, secret_key: str | None) -> Sealer | None:
+        """A Sealer for ``secret_key``, or None when there is none."""
+        return None if not secret_key else cls(secret_key)
+
+    def seal(self, payload: bytes, positions: Sequence[int], names: Sequence[str]) -> bytes:
+        """``payload`` with the arguments at ``positions`` and the keywords ``names`` sealed."""
+        call = _DECODE.decode(payload)
+        args: list[Any] = call.get("args", [])
+        kwargs: dict[str, Any] = call.get("kwargs", {})
+        changed = False
+        for index in positions:
+            if index < len(args):
+                args[index] = self._sealed(args[index])
+                changed = True
+        for name in names:
+            if name in kwargs:
+                kwargs[name] = self._sealed(kwargs[name])
+                changed = True
+        return _JSON.encode(call) if changed else payload
+
+    def _sealed(self, value: Any) -> dict[str, str]:
+        return {SEALED: self._fernet.encrypt(_JSON.encode(value)).decode()}
+
+    def open(self, payload: bytes) -> bytes:
+        """``payload`` with every sealed value opened; ValueError for a token no key opens."""
+        if SEALED.encode() not in payload:
+            return payload
+        call = _DECODE.decode(payload)
+        call["args"] = [self._opened(v) for v in call.get("args", [])]
+        call["kwargs"] = {k: self._opened(v) for k, v in call.get("kwargs", {}).items()}
+        return _JSON.encode(call)
+
+    def open_value(self, value: Any) -> Any:
+        """``value`` opened if it is a sealed argument this key opens, else as it is."""
+        try:
+            return self._opened(value)
+        except ValueError:
+            return value
+
+    def _opened(self, value: Any) -> Any:
+        if not (isinstance(value, dict) and len(value) == 1 and SEALED in value):
+            return value
+        from cryptography.fernet import InvalidToken
+
+        try:
+            return _DECODE.decode(self._fernet.decrypt(str(value[SEALED]).encode()))
+        except (InvalidToken, ValueError):
+            raise ValueError(
+                "a sealed secret argument cannot be opened with this DULY_SECRET_KEY"
+            ) from None
+
+
+def open_without_key(payload: bytes) -> bytes:
+    """For a worker without a key: ``payload``, or ValueError if it holds sealed values."""
+    if SEALED.encode() in payload and b'{"' + SEALED.encode() in payload:
+        raise ValueError(
+            "this job has sealed secret arguments: the worker needs DULY_SECRET_KEY to open them"
+        )
+    return payload

@@ -1,0 +1,351 @@
+"""Tasks: functions registered on an App, enqueued by name, typed by their signature."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from duly._ids import new_id, new_ids
+from duly._limits import Limits
+from duly._records import JobRecord, NewJob, Outcome
+from duly._retry import Backoff
+from duly._serialization import CallSpec
+
+if TYPE_CHECKING:
+    from duly._app import App
+    from duly._job import Job
+
+__all__ = ["EnqueueOptions", "Signature", "Task", "TaskConfig"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+PRIORITY_RANGE = range(-1000, 1001)
+_QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
+_MAX_KEY_LENGTH = 512
+DEFAULT_BACKOFF = Backoff(base=1.0, cap=300.0)
+
+
+def seconds(value: float | timedelta, what: str) -> float:
+    """``value`` in seconds; a clear ValueError for negative or non-numeric input."""
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{what} must be seconds (int/float) or a timedelta, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{what} must be >= 0, got {value!r}")
+    return float(value)
+
+
+def check_queue(queue: str) -> str:
+    """Validate a queue name (letters, digits, ``_ . -``; at most 100 characters)."""
+    if not isinstance(queue, str) or not _QUEUE_NAME.match(queue):
+        raise ValueError(
+            f"invalid queue name {queue!r}: use 1-100 letters, digits, '_', '.' or '-'"
+        )
+    return queue
+
+
+def check_priority(priority: int) -> int:
+    """Validate a priority (an int from -1000 to 1000; higher runs first)."""
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"priority must be an int, got {priority!r}")
+    if priority not in PRIORITY_RANGE:
+        raise ValueError(f"priority must be between -1000 and 1000, got {priority}")
+    return priority
+
+
+@dataclass(frozen=True, slots=True)
+class TaskConfig:
+    """A task's settings, fixed at registration."""
+
+    name: str
+    queue: str = "default"
+    retries: int = 3
+    backoff: Backoff = DEFAULT_BACKOFF
+    timeout: float | None = None
+    retry_on: tuple[type[BaseException], ...] = (Exception,)
+    retention: float | None = None  # seconds a succeeded job is kept; None = the App's
+    failed_retention: float | None = None  # seconds a failed job is kept; None = the App's
+    priority: int = 0
+    limits: Limits | None = None  # unique / mutex / concurrency / rate limit (duly.limits)
+    #: False: a run over ``timeout`` fails at once (a watch's timeout guard), not retried.
+    retry_timeouts: bool = True
+    #: Parameters shown as ``"***"`` outside the worker (``duly._secrets``).
+    secret: tuple[str, ...] = ()
+    #: The positions at which those parameters may be passed (sealed there too).
+    secret_positions: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ValueError("a task name must be a non-empty string")
+        check_queue(self.queue)
+        check_priority(self.priority)
+        if isinstance(self.retries, bool) or not isinstance(self.retries, int):
+            raise TypeError(f"retries must be an int, got {self.retries!r}")
+        if self.retries < 0:
+            raise ValueError(f"retries must be >= 0, got {self.retries}")
+        if not isinstance(self.backoff, Backoff):
+            raise TypeError(f"backoff must be a duly.Backoff, got {self.backoff!r}")
+        if self.timeout is not None and not self.timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {self.timeout!r}")
+        for exc_type in self.retry_on:
+            if not (isinstance(exc_type, type) and issubclass(exc_type, BaseException)):
+                raise TypeError(f"retry_on must hold exception types, got {exc_type!r}")
+
+    @property
+    def max_attempts(self) -> int:
+        """Runs allowed: the first plus ``retries``."""
+        return self.retries + 1
+
+    def new_job(
+        self,
+        payload: bytes,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        now: float,
+        *,
+        scheduled_for: float,
+        id: str | None = None,
+        queue: str | None = None,
+        key: str | None = None,
+        priority: int | None = None,
+    ) -> NewJob:
+        """The one place a job of this task is built: the task's defaults under the call's
+        options, and the concurrency fields (unique key, gate) rendered from its arguments."""
+        fields = {} if self.limits is None else self.limits.job_fields(args, kwargs, now)
+        return NewJob(
+            id=id or new_id(),
+            task=self.name,
+            queue=queue or self.queue,
+            payload=payload,
+            max_attempts=self.max_attempts,
+            key=fields.pop("key", key),
+            priority=self.priority if priority is None else priority,
+            enqueued_at=now,
+            scheduled_for=scheduled_for,
+            **fields,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueOptions:
+    """Per-call options of ``task.options(...)``."""
+
+    delay: float | None = None
+    at: datetime | None = None
+    priority: int | None = None
+    key: str | None = None
+    queue: str | None = None
+    connection: Any = None
+    on_commit: bool = False
+
+    def __post_init__(self) -> None:
+        if self.delay is not None and self.at is not None:
+            raise ValueError("give either delay= or at=, not both")
+        if not isinstance(self.on_commit, bool):
+            raise TypeError(f"on_commit must be True or False, got {self.on_commit!r}")
+        if self.on_commit and self.connection is not None:
+            raise ValueError(
+                "give connection= (enqueue inside the transaction) or on_commit=True "
+                "(enqueue after it commits), not both"
+            )
+        if self.at is not None:
+            if not isinstance(self.at, datetime):
+                raise TypeError(f"at= must be a datetime, got {self.at!r}")
+            if self.at.tzinfo is None:
+                raise ValueError("at= must be timezone-aware (e.g. datetime.now(UTC) + ...)")
+        if self.priority is not None:
+            check_priority(self.priority)
+        if self.queue is not None:
+            check_queue(self.queue)
+        if self.key is not None and (
+            not isinstance(self.key, str) or not self.key or len(self.key) > _MAX_KEY_LENGTH
+        ):
+            raise ValueError(f"key must be a non-empty string of at most {_MAX_KEY_LENGTH} chars")
+
+
+class Signature:
+    """A task call to enqueue later or in bulk: ``task.s(*args, **kwargs)``."""
+
+    __slots__ = ("args", "kwargs", "options", "task")
+
+    def __init__(
+        self,
+        task: Task[Any, Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        options: EnqueueOptions,
+    ) -> None:
+        self.task = task
+        self.args = args
+        self.kwargs = kwargs
+        self.options = options
+
+    def __repr__(self) -> str:
+        return f"<Signature {self.task.name}{self.args!r}{self.kwargs!r}>"
+
+    def build(self, now: float, id: str | None = None) -> NewJob:
+        """The job this call becomes at time ``now`` (with id ``id``, else a new one)."""
+        task, opts = self.task, self.options
+        config = task.config
+        payload = task.spec.encode_call(self.args, self.kwargs, task.app.max_payload_bytes)
+        sealer = task.app.sealer
+        if config.secret and sealer is not None:
+            payload = sealer.seal(payload, config.secret_positions, config.secret)
+        if opts.at is not None:
+            scheduled_for = opts.at.timestamp()
+        elif opts.delay:
+            scheduled_for = now + opts.delay
+        else:
+            scheduled_for = now
+        return config.new_job(
+            payload,
+            self.args,
+            self.kwargs,
+            now,
+            scheduled_for=scheduled_for,
+            id=id,
+            queue=opts.queue,
+            key=opts.key,
+            priority=opts.priority,
+        )
+
+
+class _Enqueuer(Generic[P, R]):
+    """The enqueue methods shared by a Task and a Task bound to options."""
+
+    task: Task[P, R]
+    _options: EnqueueOptions
+
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
+        """A signature of this call, for ``app.enqueue_many``."""
+        return Signature(self.task, args, kwargs, self._options)
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Store a job that runs this task with these arguments; returns its handle."""
+        return self.task.app._enqueue_one(Signature(self.task, args, kwargs, self._options))
+
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Async twin of ``enqueue``."""
+        sig = Signature(self.task, args, kwargs, self._options)
+        return await self.task.app._enqueue_one_async(sig)
+
+
+class BoundTask(_Enqueuer[P, R]):
+    """A task with per-call options set: ``task.options(delay=30).enqueue(...)``."""
+
+    def __init__(self, task: Task[P, R], options: EnqueueOptions) -> None:
+        self.task = task
+        self._options = options
+
+    def options(
+        self,
+        *,
+        delay: float | timedelta | None = None,
+        at: datetime | None = None,
+        priority: int | None = None,
+        key: str | None = None,
+        queue: str | None = None,
+        connection: Any = None,
+        on_commit: bool | None = None,
+    ) -> BoundTask[P, R]:
+        """Further options on top of these."""
+        changes = _option_changes(delay, at, priority, key, queue, connection, on_commit)
+        return BoundTask(self.task, replace(self._options, **changes))
+
+
+def _option_changes(
+    delay: float | timedelta | None,
+    at: datetime | None,
+    priority: int | None,
+    key: str | None,
+    queue: str | None,
+    connection: Any,
+    on_commit: bool | None,
+) -> dict[str, Any]:
+    changes: dict[str, Any] = {
+        "delay": None if delay is None else seconds(delay, "delay"),
+        "at": at,
+        "priority": priority,
+        "key": key,
+        "queue": queue,
+        "connection": connection,
+        "on_commit": on_commit,
+    }
+    return {name: value for name, value in changes.items() if value is not None}
+
+
+class Task(_Enqueuer[P, R]):
+    """A registered task. Call it to run the function here; ``enqueue`` it to run it in a worker.
+
+    ``R`` is what the function returns (awaited, for an ``async def``).
+    """
+
+    def __init__(self, app: App, fn: Callable[P, Any], config: TaskConfig) -> None:
+        self.app = app
+        self.fn = fn
+        self.config = config
+        #: True for ``async def`` tasks (run on the event loop, not a thread).
+        self.is_async = inspect.iscoroutinefunction(fn)
+        #: How calls bind and how arguments and results cross JSON (from the signature).
+        self.spec = CallSpec(fn, config.name)
+        self.task = self
+        self._options = EnqueueOptions()
+        self.__doc__ = fn.__doc__
+        self.__name__ = getattr(fn, "__name__", config.name)
+        self.__wrapped__ = fn
+
+    @property
+    def name(self) -> str:
+        """The name workers look the task up by."""
+        return self.config.name
+
+    def __repr__(self) -> str:
+        return f"<Task {self.name} queue={self.config.queue}>"
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Any:
+        """Run the function directly, in this process (no job)."""
+        return self.fn(*args, **kwargs)
+
+    def success_outcome(
+        self, record: JobRecord, value: Any, now: float, expire_at: float
+    ) -> Outcome:
+        """The outcome of a run of ``record`` that returned ``value``: succeeded, storing it."""
+        return Outcome(
+            record.id, "succeeded", result=self.spec.encode_result(value), expire_at=expire_at
+        )
+
+    def decode_result(self, data: bytes) -> Any:
+        """A stored result of this task, restored to its return annotation's type."""
+        return self.spec.decode_result(data)
+
+    def options(
+        self,
+        *,
+        delay: float | timedelta | None = None,
+        at: datetime | None = None,
+        priority: int | None = None,
+        key: str | None = None,
+        queue: str | None = None,
+        connection: Any = None,
+        on_commit: bool | None = None,
+    ) -> BoundTask[P, R]:
+        """Per-call options: ``delay`` (seconds or timedelta) or ``at`` (aware datetime),
+        ``priority``, ``key`` (index jobs by an entity), ``queue``, ``connection`` (PostgreSQL:
+        enqueue inside the caller's transaction), ``on_commit`` (enqueue once the caller's
+        transaction commits: an App that knows its framework's transactions, see
+        ``duly.contrib.django``)."""
+        changes = _option_changes(delay, at, priority, key, queue, connection, on_commit)
+        return BoundTask(self, EnqueueOptions(**changes))
+
+
+def build_all(signatures: Sequence[Signature], now: float) -> list[NewJob]:
+    """Build every signature's job, validating all before any is stored (their ids made in
+    one batch: ``new_ids``)."""
+    ids = new_ids(len(signatures))
+    return [sig.build(now, id) for sig, id in zip(signatures, ids, strict=True)]

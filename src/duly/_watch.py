@@ -1,0 +1,307 @@
+"""Watches (PRODUCT §6): durable future checks — "do this when that has not happened by then".
+
+A watch is one job that runs again and again: ``start(...)`` enqueues it with the watch's
+arguments as its unique key (so starting it twice does not double it) and as its ``key`` (so
+``stop(...)`` and the history find it without scanning). Each check is a run; the function
+returns when to check next (``datetime`` or ``timedelta``) or ``None`` when done, and the worker
+turns that into the backend's ``again`` outcome: the same job, ``scheduled`` for the next check,
+with the watch's progress kept in its ``result``. So a watch inherits everything a job has: it
+is never lost to a worker crash (leases), never runs two checks at once (one job), waits in the
+due index at no cost until due, and runs past-due checks after downtime.
+
+Guards end a watch with a recorded reason: ``max_checks`` checks made and another asked for, a
+next time in the past or beyond ``horizon`` (from the start), or a check over ``timeout``. Every
+ended watch stays as a finished job (kept ``retention``, 7 days by default): ``WatchRecord``
+reads one, ``app.watch_history()`` / ``duly watches`` list them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
+
+from duly._records import JobRecord, Outcome
+from duly._serialization import decode, decode_payload, encode
+from duly._task import BoundTask, EnqueueOptions, Task, TaskConfig, seconds
+
+if TYPE_CHECKING:
+    from duly._app import App
+    from duly._job import Job
+
+__all__ = ["Watch", "WatchConfig", "WatchRecord", "WatchState", "check_outcome"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+WatchState = Literal["watching", "done", "ended", "stopped", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class WatchConfig:
+    """A watch's guards and slot; times in seconds."""
+
+    max_checks: int | None = None
+    horizon: float | None = None
+    slot: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_checks is not None and (
+            isinstance(self.max_checks, bool)
+            or not isinstance(self.max_checks, int)
+            or self.max_checks < 1
+        ):
+            raise ValueError(f"max_checks must be an int >= 1, got {self.max_checks!r}")
+        if self.horizon is not None and not self.horizon > 0:
+            raise ValueError(f"horizon must be > 0, got {self.horizon!r}")
+        if self.slot is not None and not self.slot > 0:
+            raise ValueError(f"slot must be > 0, got {self.slot!r}")
+
+    def round_up(self, when: float) -> float:
+        """``when`` rounded up to the next multiple of ``slot`` (since the epoch)."""
+        if self.slot is None:
+            return when
+        return math.ceil(when / self.slot - 1e-9) * self.slot
+
+
+def _progress(record: JobRecord) -> dict[str, Any]:
+    if record.result is None:
+        return {}
+    try:
+        value = decode(record.result)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _next_time(value: object, now: float) -> float:
+    if isinstance(value, timedelta):
+        return now + value.total_seconds()
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise TypeError("a watch returned a naive datetime; return an aware one (UTC)")
+        return value.timestamp()
+    raise TypeError(
+        f"a watch returns when to check next (datetime or timedelta) or None, not {value!r}"
+    )
+
+
+def check_outcome(
+    config: WatchConfig, record: JobRecord, value: object, now: float, expire_at: float
+) -> Outcome:
+    """The outcome of one check that returned ``value``: run ``again`` at the next time, or end
+    the watch (``succeeded``) as done or by a guard. TypeError for a value of the wrong type."""
+    progress = _progress(record)
+    checks = int(progress.get("checks", 0)) + 1
+    summary: dict[str, Any] = {
+        "checks": checks,
+        "first_check": progress.get("first_check", now),
+        "last_check": now,
+    }
+    if value is None:
+        summary.update(state="done", reason=None)
+        return Outcome(record.id, "succeeded", result=encode(summary), expire_at=expire_at)
+    when = config.round_up(_next_time(value, now))
+    reason = None
+    if config.max_checks is not None and checks >= config.max_checks:
+        reason = f"max_checks: {checks} checks made"
+    elif when < now:
+        reason = "past: the next check time is in the past"
+    elif config.horizon is not None and when > record.enqueued_at + config.horizon:
+        reason = f"horizon: the next check is more than {config.horizon:g}s after the start"
+    if reason is not None:
+        summary.update(state="ended", reason=reason)
+        return Outcome(record.id, "succeeded", result=encode(summary), expire_at=expire_at)
+    summary.update(state="watching", reason=None, next_check=when)
+    return Outcome(record.id, "again", result=encode(summary), run_at=when)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchRecord:
+    """One watch, from its job: a history row once it ended.
+
+    ``state``: ``watching`` (active), ``done`` (the function returned None), ``ended`` (a guard
+    ended it; ``reason`` says which), ``stopped`` (``stop()``), ``failed`` (a check raised
+    after its retries, or ran past ``timeout``; ``reason`` says which).
+    """
+
+    watch: str
+    job_id: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    state: WatchState
+    reason: str | None
+    checks: int
+    started_at: datetime
+    first_check: datetime | None
+    last_check: datetime | None
+    next_check: datetime | None
+    ended_at: datetime | None
+
+    @property
+    def total(self) -> timedelta | None:
+        """From the start to the end (None while active)."""
+        return None if self.ended_at is None else self.ended_at - self.started_at
+
+    @classmethod
+    def from_record(cls, record: JobRecord) -> WatchRecord:
+        """Read a watch's job (active or finished)."""
+        progress = _progress(record)
+        checks = int(progress.get("checks", 0))
+        reason = progress.get("reason")
+        state: WatchState
+        if record.status == "succeeded":
+            state = "ended" if progress.get("state") == "ended" else "done"
+        elif record.status == "cancelled":
+            state, reason = "stopped", "stopped"
+        elif record.status == "failed":
+            state, checks = "failed", checks + 1
+            last = _last_error_type(record)
+            reason = {"JobTimeout": "timeout", "LostWorker": "lost its worker"}.get(
+                last, f"error: {last}"
+            )
+        else:
+            state, reason = "watching", None
+        try:
+            args, kwargs = decode_payload(record.payload)
+        except ValueError:
+            args, kwargs = [], {}
+        next_check = record.scheduled_for if state == "watching" else None
+        return cls(
+            watch=record.task,
+            job_id=record.id,
+            args=args,
+            kwargs=kwargs,
+            state=state,
+            reason=reason,
+            checks=checks,
+            started_at=_utc(record.enqueued_at),
+            first_check=_maybe_utc(progress.get("first_check")),
+            last_check=_maybe_utc(progress.get("last_check")),
+            next_check=_maybe_utc(next_check),
+            ended_at=_maybe_utc(record.finished_at),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (times as ISO 8601, total in seconds)."""
+        data: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            data[name] = value.isoformat() if isinstance(value, datetime) else value
+        total = self.total
+        data["total_seconds"] = None if total is None else total.total_seconds()
+        return data
+
+
+def _last_error_type(record: JobRecord) -> str:
+    try:
+        errors = decode(record.errors or b"[]")
+        return str(errors[-1]["type"]) if errors else "unknown"
+    except (ValueError, LookupError, TypeError):
+        return "unknown"
+
+
+def _utc(value: float) -> datetime:
+    return datetime.fromtimestamp(value, UTC)
+
+
+def _maybe_utc(value: Any) -> datetime | None:
+    return None if not isinstance(value, int | float) else _utc(float(value))
+
+
+class BoundWatch(BoundTask[P, R]):
+    """A watch with its first check time set: ``watch.options(at=...).start(...)``."""
+
+    def start(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Start this watch (or return the one already watching these arguments)."""
+        return self.enqueue(*args, **kwargs)
+
+    async def start_async(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Async twin of ``start``."""
+        return await self.enqueue_async(*args, **kwargs)
+
+
+class Watch(Task[P, R]):
+    """A registered watch (``@app.watch``): a task whose one job checks until done.
+
+    ``start(...)`` begins watching these arguments (first check now, or at ``options(at=...)``
+    / ``options(delay=...)``); ``stop(...)`` ends it. One watch per (watch, arguments).
+    """
+
+    def __init__(self, app: App, fn: Any, config: TaskConfig, watch: WatchConfig) -> None:
+        super().__init__(app, fn, config)
+        self.watch = watch
+
+    def __repr__(self) -> str:
+        return f"<Watch {self.name}>"
+
+    def success_outcome(
+        self, record: JobRecord, value: Any, now: float, expire_at: float
+    ) -> Outcome:
+        """A check returned the next time or None: run ``again`` then, or end the watch."""
+        return check_outcome(self.watch, record, value, now, expire_at)
+
+    def decode_result(self, data: bytes) -> Any:
+        """A watch's result is its progress summary (plain JSON), not a return value."""
+        return decode(data)
+
+    def options(  # type: ignore[override]
+        self,
+        *,
+        at: datetime | None = None,
+        delay: float | timedelta | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        connection: Any = None,
+        on_commit: bool = False,
+    ) -> BoundWatch[P, R]:
+        """When the first check runs (``at`` an aware datetime, or ``delay``), rounded up to
+        the slot; ``priority`` and ``queue`` of its checks; ``connection`` / ``on_commit``:
+        start it inside / after the caller's transaction, as ``Task.options``."""
+        if at is not None and delay is not None:
+            raise ValueError("give either delay= or at=, not both")
+        first: datetime | None = at
+        if delay is not None:
+            first = datetime.fromtimestamp(self.app.clock.now(), UTC) + timedelta(
+                seconds=seconds(delay, "delay")
+            )
+        if first is not None:
+            if first.tzinfo is None:
+                raise ValueError("at= must be timezone-aware (e.g. datetime.now(UTC) + ...)")
+            first = _utc(self.watch.round_up(first.timestamp()))
+        options = EnqueueOptions(
+            at=first, priority=priority, queue=queue, connection=connection, on_commit=on_commit
+        )
+        return BoundWatch(self, options)
+
+    def start(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Start watching these arguments, first check now; if a watch of the same arguments is
+        active, return its job (``job.deduplicated``) instead."""
+        return self.enqueue(*args, **kwargs)
+
+    async def start_async(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Async twin of ``start``."""
+        return await self.enqueue_async(*args, **kwargs)
+
+    def stop(self, *args: P.args, **kwargs: P.kwargs) -> bool:
+        """Stop watching these arguments (the awaited event happened); False if no such watch
+        is active. A check running now finishes, but the watch does not continue, and that
+        check is not counted in its history (the run's outcome is not kept, as for any job
+        cancelled while it runs)."""
+        return self.app._sync(self.stop_async(*args, **kwargs))
+
+    async def stop_async(self, *args: P.args, **kwargs: P.kwargs) -> bool:
+        """Async twin of ``stop``."""
+        key = self.key_of(args, kwargs)
+        stopped = False
+        for info in await self.app.jobs_async(key=key, limit=20):
+            if info.task == self.name and not info.finished:
+                stopped = await self.app.cancel_async(info.id) or stopped
+        return stopped
+
+    def key_of(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        """The key (and unique key) of the watch of these arguments."""
+        limits = self.config.limits
+        assert limits is not None
+        return limits.unique_key(args, kwargs)

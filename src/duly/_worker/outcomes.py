@@ -1,0 +1,128 @@
+"""Reporting runs' outcomes: batched to the backend, then counted, logged and told to hooks.
+
+Outcomes of jobs ending together go to the backend in one ``finish`` call (one round trip per
+batch of up to ``BATCH_LIMIT``). Only once the backend applied an outcome do the worker's
+counters, its log and the App's hooks (``finished``, ``retried``, ``failed``) hear of it, so
+a hook never sees a state that was not stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from duly._errors import BackendUnavailable, DulyError
+from duly._hooks import Finished
+from duly._job import JobInfo
+from duly._records import JobRecord, Outcome
+from duly._worker.execute import Execution
+
+if TYPE_CHECKING:
+    from duly._worker.worker import Worker
+
+__all__ = ["BATCH_LIMIT", "Outcomes"]
+
+log = logging.getLogger("duly.worker")
+
+#: Most jobs one claim takes, or one ``finish`` / ``promote_due`` / ``recover`` call handles.
+BATCH_LIMIT = 1000
+
+
+class Outcomes:
+    """The outcomes a worker still has to report, and the loop that reports them."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.pending: list[tuple[Execution, Outcome, BaseException | None]] = []
+        #: Jobs whose run ended here but whose outcome the backend has not applied yet (their
+        #: leases are still renewed, so no other worker recovers them meanwhile).
+        self.unacked: dict[str, Execution] = {}
+        self.ready = asyncio.Event()
+
+    def put(self, execution: Execution, outcome: Outcome, error: BaseException | None) -> None:
+        """Queue ``outcome`` for the next report."""
+        self.unacked[outcome.job_id] = execution
+        self.pending.append((execution, outcome, error))
+        self.ready.set()
+
+    async def loop(self) -> None:
+        """Report outcomes as they come, until the worker closes and nothing is left."""
+        worker = self.worker
+        while True:
+            await self.ready.wait()
+            await asyncio.sleep(0)  # outcomes of jobs ending together go in one report
+            self.ready.clear()
+            await self.flush()
+            if worker._closing and (not self.pending or time.monotonic() > worker._close_deadline):
+                return
+
+    async def flush(self) -> None:
+        """Report every pending outcome (retrying an unreachable backend with backoff)."""
+        worker = self.worker
+        backend = worker._backend
+        assert backend is not None
+        backoff = 0.1
+        while self.pending:
+            batch = self.pending[:BATCH_LIMIT]
+            try:
+                applied = await backend.finish(
+                    worker.id, [outcome for _, outcome, _ in batch], worker.app.clock.now()
+                )
+            except BackendUnavailable as exc:
+                if worker._closing and time.monotonic() > worker._close_deadline:
+                    log.error(
+                        "could not report %d outcomes before exit: %s; their jobs will "
+                        "be recovered after their lease",
+                        len(self.pending),
+                        exc,
+                    )
+                    return
+                log.warning("finish: backend unavailable (%s); retrying in %.1fs", exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            del self.pending[: len(batch)]
+            hooks = worker.app.hooks
+            # Hooks that take the batch's runs at once (PrometheusHook) hear of them after the
+            # loop, in one call; the others one run at a time, here.
+            told: list[Finished] | None = [] if hooks.batching_finished else None
+            tell_one = hooks.watching("finished") or hooks.watching("retried")
+            for (execution, outcome, error), ok in zip(batch, applied, strict=True):
+                self.unacked.pop(outcome.job_id, None)
+                failed_for_good = worker._report.ended(execution, outcome, ok)
+                record = execution.record
+                if not ok:
+                    await worker._report.not_applied(backend, execution)
+                    if hooks.watching("abandoned"):
+                        await hooks.emit("abandoned", record, outcome)
+                    continue
+                if told is not None:
+                    told.append((record, outcome, error))
+                if tell_one:
+                    if (waiting := hooks.fire("finished", record, outcome, error)) is not None:
+                        await waiting
+                    if outcome.kind == "retry" and outcome.run_at is not None:
+                        await hooks.emit("retried", record, error, outcome.run_at)
+                if failed_for_good:
+                    await self.report_failure(record, outcome, error)
+            if told:
+                hooks.tell_finished_batch(told)
+
+    async def report_failure(
+        self, record: JobRecord, outcome: Outcome, error: BaseException | None
+    ) -> None:
+        """Tell the ``failed`` hooks (``on_failure`` callbacks) that ``record`` failed for
+        good, as it now stands in the backend."""
+        hooks = self.worker.app.hooks
+        if not hooks.watching("failed"):
+            return
+        final = dataclasses.replace(
+            record,
+            status="failed",
+            errors=outcome.errors or record.errors,
+            finished_at=self.worker.app.clock.now(),
+        )
+        await hooks.emit("failed", JobInfo.from_record(final), error or DulyError("job failed"))

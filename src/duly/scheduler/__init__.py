@@ -1,5 +1,0 @@
-"""Time-driven work: periodic tasks (PRODUCT §5)."""
-
-from duly.scheduler.periodic import CatchUp, Schedule, Scheduler
-
-__all__ = ["CatchUp", "Schedule", "Scheduler"]

@@ -1,5 +1,0 @@
-"""The worker: runs jobs, keeps leases, recovers the jobs of dead workers."""
-
-from duly.worker.worker import Worker, WorkerStats
-
-__all__ = ["Worker", "WorkerStats"]
