@@ -93,7 +93,7 @@ class Side:
         for start in range(0, len(self.scopes), BATCH):
             batch = self.scopes[start : start + BATCH]
             requests = [self.mirror._request(s, "request", False, now) for s in batch]
-            await self.backend.freshness_sync(requests, now)
+            await self.backend.freshness.sync(requests, now)
             await self.drain(now)
         while await self.backend.purge(now + 1, 10_000, 10**9):
             pass
@@ -101,7 +101,7 @@ class Side:
     async def due_times(self) -> list[float]:
         """Every scope's next_due, sorted."""
         assert self.backend is not None
-        rows = await self.backend.freshness_scopes(NAME, T0, False, len(self.scopes))
+        rows = await self.backend.freshness.scopes(NAME, T0, False, len(self.scopes))
         assert len(rows) == len(self.scopes), (len(rows), len(self.scopes))
         return sorted(r.next_due for r in rows if r.next_due is not None)
 

@@ -32,7 +32,7 @@ async def _callback_wakeups(app: duly.App, since: str, callbacks: set[str]) -> d
     woken = dict.fromkeys(callbacks, 0)
     cursor = since
     while True:
-        page, cursor = await backend.read_events(cursor, None, 1000)
+        page, cursor = await backend.events.read(cursor, None, 1000)
         if not page:
             break
         for ev in page:
@@ -129,6 +129,6 @@ def run(kind: str, workdir: Path, short: bool = False, tiny: bool = False) -> h.
 
 
 async def _head(app: duly.App) -> str:
-    _, head = await (await app.backend()).read_events(None, None, 1)
+    _, head = await (await app.backend()).events.read(None, None, 1)
     await app.aclose()
     return head

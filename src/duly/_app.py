@@ -32,7 +32,7 @@ from duly._transactions import Transactions
 from duly._watch import WatchConfig
 from duly._webhooks import Webhook, create_webhook, revoke_webhook
 from duly.backends import DEFAULT_URL, Backend, backend_from_url
-from duly.backends.base import TransactionalBackend
+from duly.backends.transactional import TRANSACTIONAL, TransactionalEnqueue
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -333,7 +333,7 @@ class App(AppQueries):
 
     def _transactional(
         self, signatures: Sequence[Signature]
-    ) -> tuple[TransactionalBackend, Any] | None:
+    ) -> tuple[TransactionalEnqueue, Any] | None:
         """The backend and the caller's connection of a transactional enqueue, or None."""
         connections = {id(s.options.connection): s.options.connection for s in signatures}
         if len(connections) > 1:
@@ -343,11 +343,11 @@ class App(AppQueries):
             return None
         if self.transactions is not None:
             connection = self.transactions.driver_connection(connection)
-        if not isinstance(self._template, TransactionalBackend):
+        if not TRANSACTIONAL.offered_by(self._template):
             raise ConfigurationError(
                 "connection= (transactional enqueue) needs the PostgreSQL backend"
             )
-        return self._template, connection
+        return TRANSACTIONAL.of(self._template), connection
 
     def _build(self, signatures: Sequence[Signature]) -> list[NewJob]:
         built = build_all(signatures, self.clock.now())
@@ -377,7 +377,7 @@ class App(AppQueries):
             backend, connection = transactional
             if hasattr(connection, "__aenter__"):
                 raise TypeError("an async connection needs enqueue_async / enqueue_many_async")
-            results = backend.enqueue_on(connection, built)
+            results = backend.enqueue(connection, built)
         else:
             results = self._template.enqueue_blocking(built)
         if self.hooks.watching("enqueued"):
@@ -413,7 +413,7 @@ class App(AppQueries):
         transactional = self._transactional(sigs)
         if transactional is not None:
             backend, connection = transactional
-            results = await backend.enqueue_on_async(connection, built)
+            results = await backend.enqueue_async(connection, built)
         else:
             results = await self._enqueue_built(built)
         if self.hooks.watching("enqueued"):

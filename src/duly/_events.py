@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 from duly._records import EventRecord
+from duly.backends.events import EVENTS
 
 if TYPE_CHECKING:
     from duly._app import App
@@ -72,13 +73,13 @@ async def stream_events(
     app: App, since: str | None, key: str | None, wait: float = _WAIT
 ) -> AsyncIterator[Event]:
     """Yield events after ``since`` (see the module docstring), forever."""
-    backend = await app.backend()
+    backend = EVENTS.of(await app.backend())
     cursor = since
     if cursor is None:
-        _, cursor = await backend.read_events(None, key, _BATCH)
+        _, cursor = await backend.read(None, key, _BATCH)
     while True:
-        records, cursor = await backend.read_events(cursor, key, _BATCH)
+        records, cursor = await backend.read(cursor, key, _BATCH)
         for record in records:
             yield Event.from_record(record)
         if len(records) < _BATCH:
-            await backend.wait_for_events(cursor, key, wait)
+            await backend.wait(cursor, key, wait)

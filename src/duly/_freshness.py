@@ -36,6 +36,7 @@ from duly._freshness_state import FreshnessRequest, Reason, ScopeState
 from duly._job import Job
 from duly._serialization import canonical
 from duly._task import Task, seconds
+from duly.backends.freshness import FRESHNESS
 
 if TYPE_CHECKING:
     from duly._app import App
@@ -220,8 +221,8 @@ class Mirror:
     async def _call(self, scope: str, reason: Reason, active: bool) -> Freshness:
         now = self.app.clock.now()
         request = self._request(scope, reason, active, now)
-        backend = await self.app.backend()
-        [row] = await backend.freshness_sync([request], now)
+        store = FRESHNESS.of(await self.app.backend())
+        [row] = await store.sync([request], now)
         return Freshness.from_state(self.app, row, now)
 
     def check(self, scope: str, *, active: bool = False) -> Freshness:
@@ -266,9 +267,9 @@ class Mirror:
     async def gauges_async(self) -> FreshnessGauges:
         """Async twin of ``gauges``."""
         now = self.app.clock.now()
-        backend = await self.app.backend()
-        breaches = await backend.freshness_stale_count(self.name, now)
-        stalest = await backend.freshness_scopes(self.name, now, False, 1)
+        store = FRESHNESS.of(await self.app.backend())
+        breaches = await store.stale_count(self.name, now)
+        stalest = await store.scopes(self.name, now, False, 1)
         if not stalest:
             return FreshnessGauges(self.name, breaches, 0.0, 0.0)
         row = stalest[0]
@@ -283,8 +284,8 @@ async def scopes_of(app: App, name: str, stale_only: bool, limit: int) -> list[F
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
         raise ValueError(f"limit must be an int from 1 to 10000, got {limit!r}")
     now = app.clock.now()
-    backend = await app.backend()
-    rows = await backend.freshness_scopes(name, now, stale_only, limit)
+    store = FRESHNESS.of(await app.backend())
+    rows = await store.scopes(name, now, stale_only, limit)
     found = [Freshness.from_state(app, row, now) for row in rows]
     found.sort(key=lambda f: -f.score)
     return found
@@ -293,12 +294,15 @@ async def scopes_of(app: App, name: str, stale_only: bool, limit: int) -> list[F
 async def sweep(app: App, backend: Backend, now: float, limit: int = SWEEP_BATCH) -> int:
     """Enqueue the baseline (or post-backoff) syncs of up to ``limit`` due scopes of each of
     ``app``'s mirrors; how many syncs were enqueued. Cost: the scopes due, never the others."""
+    if not app.mirrors:
+        return 0
+    store = FRESHNESS.of(backend)
     enqueued = 0
     for name, mirror in app.mirrors.items():
-        due = await backend.freshness_due(name, now, limit)
+        due = await store.due(name, now, limit)
         if due:
             # sorted: one lock order for every sweeper (PostgreSQL locks each scope's row)
             requests = [mirror._request(s, "baseline", False, now) for s in sorted(due)]
-            rows = await backend.freshness_sync(requests, now)
+            rows = await store.sync(requests, now)
             enqueued += sum(row.enqueued for row in rows)
     return enqueued

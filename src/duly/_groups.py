@@ -1,7 +1,7 @@
 """Groups (PRODUCT §8): jobs fanned out together, with one ``on_complete`` job when all are done.
 
 ``app.group([...], on_complete=..., key=...)`` stores the group, its members and its callback
-in one atomic backend step (``Backend.enqueue_group``). The callback job exists from the start,
+in one atomic backend step (``duly.backends.groups``). The callback job exists from the start,
 ``scheduled`` with no due time, under the group's own id; the backend step that records the
 outcome of the group's last member makes it ``queued``, so it runs exactly once however the
 members finish (two at once on two workers, or a worker killed mid-finish: recovery re-runs the
@@ -25,6 +25,7 @@ from duly._ids import new_id
 from duly._job import Job
 from duly._records import EnqueueResult, GroupRecord, NewGroup, NewJob
 from duly._task import Signature, build_all
+from duly.backends.groups import GROUPS
 
 if TYPE_CHECKING:
     from duly._app import App
@@ -164,7 +165,7 @@ def _stored(group: NewGroup, members: list[NewJob]) -> list[NewJob]:
 
 async def store_group(app: App, group: NewGroup, members: list[NewJob]) -> Group:
     """Store a group built by ``prepare_group`` in one atomic step (see ``App.group``)."""
-    await (await app.backend()).enqueue_group(group, members)
+    await GROUPS.of(await app.backend()).store(group, members)
     if app.hooks.watching("enqueued"):
         stored = _stored(group, members)
         await app.hooks.emit("enqueued", stored, [EnqueueResult(j.id) for j in stored])
@@ -175,5 +176,5 @@ async def load_group(app: App, group_id: str) -> GroupInfo | None:
     """The group with this id, or None (see ``App.get_group``)."""
     if not isinstance(group_id, str):
         raise TypeError(f"a group id is a str, got {group_id!r}")
-    record = await (await app.backend()).get_group(group_id)
+    record = await GROUPS.of(await app.backend()).get(group_id)
     return None if record is None else GroupInfo.from_record(record)

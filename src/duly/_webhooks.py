@@ -22,6 +22,7 @@ from duly._errors import TaskNotFound
 from duly._records import WebhookRecord
 from duly._serialization import decode_payload
 from duly._task import Signature
+from duly.backends.webhooks import WEBHOOKS
 
 if TYPE_CHECKING:
     from duly._app import App
@@ -74,7 +75,7 @@ async def create_webhook(app: App, sig: Signature) -> Webhook:
         delay=float(options.delay or 0.0),
         created_at=now,
     )
-    await (await app.backend()).store_webhook(record)
+    await WEBHOOKS.of(await app.backend()).store(record)
     return Webhook(secret=secret, path=f"/hooks/{secret}")
 
 
@@ -82,7 +83,7 @@ async def revoke_webhook(app: App, secret: str) -> bool:
     """Delete the webhook of ``secret``; False if there was none."""
     if not isinstance(secret, str):
         raise TypeError(f"a webhook secret is a str, got {secret!r}")
-    return await (await app.backend()).delete_webhook(digest(secret))
+    return await WEBHOOKS.of(await app.backend()).delete(digest(secret))
 
 
 async def fire_webhook(app: App, secret: str) -> str | None:
@@ -92,7 +93,7 @@ async def fire_webhook(app: App, secret: str) -> str | None:
     if not secret or len(secret) > MAX_SECRET:
         return None
     backend = await app.backend()
-    record = await backend.get_webhook(digest(secret))
+    record = await WEBHOOKS.of(backend).get(digest(secret))
     if record is None:
         return None
     task = app.tasks.get(record.task)

@@ -9,7 +9,7 @@ import pytest
 
 import duly
 from duly.backends import backend_from_url
-from duly.backends.base import TransactionalBackend
+from duly.backends.transactional import TRANSACTIONAL
 from duly.testing import run_jobs
 
 
@@ -59,7 +59,7 @@ def test_only_postgresql_offers_transactional_enqueue(
     @app.task(name="t.noop")
     def noop() -> None: ...
 
-    transactional = isinstance(app._template, TransactionalBackend)
+    transactional = TRANSACTIONAL.offered_by(app._template)
     assert transactional == (backend_kind == "postgres")
     if not transactional:
         with pytest.raises(duly.ConfigurationError, match="needs the PostgreSQL backend"):

@@ -96,7 +96,7 @@ def test_events_follow_each_job_from_enqueue_to_outcome(app: duly.App, run_burst
         return a + b
 
     async def head() -> str:
-        return (await (await app.backend()).read_events(None, None, 1))[1]
+        return (await (await app.backend()).events.read(None, None, 1))[1]
 
     since = asyncio.run(head())
     app.close()
@@ -126,7 +126,7 @@ def test_a_reader_resuming_from_trimmed_events_is_told(app: duly.App) -> None:
 
     async def main() -> None:
         backend = await app.backend()
-        _, since = await backend.read_events(None, None, 1)
+        _, since = await backend.events.read(None, None, 1)
         await noop.enqueue_async()
         await noop.enqueue_async()
         await backend.purge(app.clock.now(), 100, keep=-3600)  # older than "in an hour"

@@ -137,11 +137,11 @@ def test_transactional_enqueue_sync(postgres_url: str, schema: str) -> None:
     kept, dropped = new_job(), new_job()
     with psycopg.connect(postgres_url) as conn:
         with conn.transaction():
-            assert [r.id for r in backend.enqueue_on(conn, [kept])] == [kept.id]
+            assert [r.id for r in backend.transactional.enqueue(conn, [kept])] == [kept.id]
             assert asyncio.run(_get(postgres_url, schema, kept.id)) is None  # not committed yet
         assert asyncio.run(_get(postgres_url, schema, kept.id)) == "queued"
         with pytest.raises(ZeroDivisionError), conn.transaction():
-            backend.enqueue_on(conn, [dropped])
+            backend.transactional.enqueue(conn, [dropped])
             raise ZeroDivisionError  # the application fails: its transaction rolls back
     assert asyncio.run(_get(postgres_url, schema, dropped.id)) is None
 
@@ -154,11 +154,11 @@ def test_transactional_enqueue_async(postgres_url: str, schema: str) -> None:
             kept, dropped = new_job(), new_job()
             async with await psycopg.AsyncConnection.connect(postgres_url) as conn:
                 async with conn.transaction():
-                    await backend.enqueue_on_async(conn, [kept])
+                    await backend.transactional.enqueue_async(conn, [kept])
                     assert await backend.get_job(kept.id) is None
                 assert (await backend.get_job(kept.id)) is not None
                 async with conn.transaction(force_rollback=True):
-                    await backend.enqueue_on_async(conn, [dropped])
+                    await backend.transactional.enqueue_async(conn, [dropped])
                     assert await backend.get_job(dropped.id) is None
             assert await backend.get_job(dropped.id) is None
         finally:
@@ -178,7 +178,7 @@ def test_notify_is_delivered_at_commit(postgres_url: str, schema: str) -> None:
             await worker.wait_for_work(["default"], 0.01)  # starts listening
             async with await psycopg.AsyncConnection.connect(postgres_url) as conn:
                 async with conn.transaction():
-                    await worker.enqueue_on_async(conn, [new_job()])
+                    await worker.transactional.enqueue_async(conn, [new_job()])
                     waiting = asyncio.ensure_future(worker.wait_for_work(["default"], 5))
                     await asyncio.sleep(0.2)
                     assert not waiting.done()  # uncommitted: nothing to wake for
@@ -227,9 +227,11 @@ def test_sqlalchemy_session_recipe(postgres_url: str, schema: str) -> None:
         with Session(engine) as session, session.begin():
             session.execute(sqlalchemy.text("SELECT 1"))  # the application's own writes
             conn = session.connection().connection.driver_connection
-            backend.enqueue_on(conn, [kept])
+            backend.transactional.enqueue(conn, [kept])
         with Session(engine) as session, session.begin():
-            backend.enqueue_on(session.connection().connection.driver_connection, [dropped])
+            backend.transactional.enqueue(
+                session.connection().connection.driver_connection, [dropped]
+            )
             session.rollback()
     finally:
         engine.dispose()
@@ -516,7 +518,7 @@ def test_enqueue_on_an_unmigrated_schema_says_so(postgres_url: str, schema: str)
     backend = PostgresBackend(postgres_url, schema, auto_migrate=False)
     with psycopg.connect(postgres_url) as conn, conn.transaction():
         with pytest.raises(ConfigurationError, match="duly migrate"):
-            backend.enqueue_on(conn, [new_job()])
+            backend.transactional.enqueue(conn, [new_job()])
         assert conn.execute(b"SELECT 1").fetchone() == (1,)  # still usable
 
 
@@ -688,10 +690,10 @@ def test_enqueue_stores_every_column_of_mixed_batches(
                 autocommit = way == "caller_autocommit"
                 with psycopg.connect(postgres_url, autocommit=autocommit) as conn:
                     if autocommit:
-                        results = backend.enqueue_on(conn, jobs)
+                        results = backend.transactional.enqueue(conn, jobs)
                     else:
                         with conn.transaction():
-                            results = backend.enqueue_on(conn, jobs)
+                            results = backend.transactional.enqueue(conn, jobs)
             assert [(r.id, r.deduplicated) for r in results] == [(j.id, False) for j in jobs]
     finally:
         backend.close_blocking()
@@ -762,15 +764,15 @@ def test_a_stored_id_on_the_callers_connection(postgres_url: str, schema: str) -
     asyncio.run(backend.migrate())
     stored = new_job()
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        assert [r.deduplicated for r in backend.enqueue_on(conn, [stored])] == [False]
+        assert [r.deduplicated for r in backend.transactional.enqueue(conn, [stored])] == [False]
         fresh = new_job()
-        results = backend.enqueue_on(conn, [stored, fresh])
+        results = backend.transactional.enqueue(conn, [stored, fresh])
         assert [(r.id, r.deduplicated) for r in results] == [(stored.id, True), (fresh.id, False)]
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     with psycopg.connect(postgres_url) as conn:
         with conn.transaction():
             later = new_job()
-            results = backend.enqueue_on(conn, [later, stored])
+            results = backend.transactional.enqueue(conn, [later, stored])
             assert [r.deduplicated for r in results] == [False, True]
             assert conn.execute("SELECT 1").fetchone() == (1,)  # the transaction goes on
         assert asyncio.run(_get(postgres_url, schema, later.id)) == "queued"
@@ -867,9 +869,9 @@ def test_events_are_notified_only_while_a_reader_waits(postgres_url: str, schema
                 claimed = await backend.claim("w", ["default"], 10, T0 + 1, T0 + 31)
                 await ear.execute("SELECT 1")  # delivers what was notified meanwhile
                 assert len(claimed) == 1 and heard == []
-                _, cursor = await backend.read_events(None, None, 0)
-                await backend.wait_for_events(cursor, None, 0.01)  # starts listening
-                waiting = asyncio.ensure_future(backend.wait_for_events(cursor, None, 10))
+                _, cursor = await backend.events.read(None, None, 0)
+                await backend.events.wait(cursor, None, 0.01)  # starts listening
+                waiting = asyncio.ensure_future(backend.events.wait(cursor, None, 10))
                 await asyncio.sleep(0.2)
                 assert not waiting.done()
                 outcome = Outcome(claimed[0].id, "succeeded", b"null", None, None, T0 + 99)
@@ -896,25 +898,25 @@ def test_event_readers_wait_only_for_transactions_that_wrote_events(
         backend = PostgresBackend(postgres_url, schema)
         await backend.open()
         try:
-            _, start = await backend.read_events(None, None, 0)
+            _, start = await backend.events.read(None, None, 0)
             elsewhere = await psycopg.AsyncConnection.connect(
                 postgres_url.rsplit("/", 1)[0] + "/postgres"
             )
             await elsewhere.execute("SELECT txid_current()")  # an xid, held open
             await backend.enqueue([new_job()])
             began = time.monotonic()
-            events, _ = await backend.read_events(start, None, 10)
+            events, _ = await backend.events.read(start, None, 10)
             assert len(events) == 1 and time.monotonic() - began < 1.0
             await elsewhere.rollback()
             await elsewhere.close()
-            _, start = await backend.read_events(None, None, 0)
+            _, start = await backend.events.read(None, None, 0)
             writer = await psycopg.AsyncConnection.connect(postgres_url)
             async with writer, writer.transaction(force_rollback=True):
-                await backend.enqueue_on_async(writer, [new_job()])
+                await backend.transactional.enqueue_async(writer, [new_job()])
                 await backend.enqueue([new_job()])  # committed, after the open one
                 # Its id is above the open transaction's: not final yet, not returned.
-                assert (await backend.read_events(start, None, 10))[0] == []
-            events, _ = await backend.read_events(start, None, 10)
+                assert (await backend.events.read(start, None, 10))[0] == []
+            events, _ = await backend.events.read(start, None, 10)
             assert len(events) == 1
         finally:
             await backend.drop()

@@ -398,7 +398,7 @@ def test_unique_enqueue_waits_for_an_uncommitted_holder(
     async def body(backend: PostgresBackend) -> None:
         holder, late = unique(), unique(enqueued_at=T0 + 1)
         async with await psycopg.AsyncConnection.connect(postgres_url) as conn:
-            assert (await backend.enqueue_on_async(conn, [holder]))[0].id == holder.id
+            assert (await backend.transactional.enqueue_async(conn, [holder]))[0].id == holder.id
             waiting = asyncio.ensure_future(backend.enqueue([late]))
             await asyncio.sleep(0.3)
             assert not waiting.done()
@@ -421,7 +421,7 @@ def test_retry_refuses_when_a_holder_commits_meanwhile(postgres_url: str, schema
         failed = Outcome(old.id, "failed", errors=b"[]", expire_at=T0 + 999)
         assert await backend.finish("w", [failed], T0 + 1) == [True]
         async with await psycopg.AsyncConnection.connect(postgres_url) as conn:
-            await backend.enqueue_on_async(conn, [unique(enqueued_at=T0 + 2)])
+            await backend.transactional.enqueue_async(conn, [unique(enqueued_at=T0 + 2)])
             retrying = asyncio.ensure_future(backend.retry(old.id, T0 + 3))
             await asyncio.sleep(0.3)
             assert not retrying.done()
@@ -442,11 +442,11 @@ def test_unique_jobs_on_the_callers_connection_and_blocking(postgres_url: str, s
         with psycopg.connect(postgres_url) as conn:
             with conn.transaction(force_rollback=True):
                 other = unique("v")
-                assert backend.enqueue_on(conn, [other, unique("v")])[1].id == other.id
+                assert backend.transactional.enqueue(conn, [other, unique("v")])[1].id == other.id
             # Rolled back: the key is free again.
             again = unique("v")
             with conn.transaction():
-                assert backend.enqueue_on(conn, [again])[0].deduplicated is False
+                assert backend.transactional.enqueue(conn, [again])[0].deduplicated is False
     finally:
         backend.close_blocking()
 

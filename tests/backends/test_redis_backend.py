@@ -608,14 +608,14 @@ def test_event_entries_are_compact_and_older_entries_still_read(redis_url: str) 
             client.xadd(
                 k.key_events("user:1"), {"a": 1000, "e": msgspec.msgpack.encode(keyed_old)}, "0-4"
             )
-            events, _ = await b.read_events("0", None, 10)
+            events, _ = await b.events.read("0", None, 10)
             assert [(e.id, e.job_id, e.status) for e in events] == [
                 ("1", plain.id, "queued"),
                 ("2", keyed.id, "queued"),
                 ("3", plain.id, "running"),
                 ("4", keyed.id, "failed"),
             ]
-            events, _ = await b.read_events("0", "user:1", 10)
+            events, _ = await b.events.read("0", "user:1", 10)
             assert [(e.id, e.status, e.key) for e in events] == [
                 ("2", "queued", "user:1"),
                 ("4", "failed", "user:1"),

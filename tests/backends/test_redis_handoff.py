@@ -62,7 +62,9 @@ def scenario(url: str, body: Callable[[RedisBackend, redis.Redis], Awaitable[T]]
 async def idle(b: RedisBackend, worker: str, *queues: str, idle_for: float = IDLE) -> None:
     """Register ``worker`` idle (its claim finds nothing)."""
     now = time.time()
-    got = await b.claim_idle(worker, list(queues or ["default"]), 4, now, now + LEASE, idle_for)
+    got = await b.handoff.claim_idle(
+        worker, list(queues or ["default"]), 4, now, now + LEASE, idle_for
+    )
     assert got == []
 
 
@@ -78,7 +80,7 @@ def test_a_plain_job_is_claimed_for_the_idle_worker_and_returned_by_its_wait(
     async def body(b: RedisBackend, r: redis.Redis) -> None:
         await idle(b, "w1")
         stop = asyncio.Event()
-        waiting = asyncio.create_task(b.wait_for_handoff("w1", ["default"], 5.0, stop))
+        waiting = asyncio.create_task(b.handoff.wait("w1", ["default"], 5.0, stop))
         await asyncio.sleep(0.1)
         j = job()
         await b.enqueue([j])
@@ -97,7 +99,7 @@ def test_a_plain_job_is_claimed_for_the_idle_worker_and_returned_by_its_wait(
         assert r.zcard(b.keys.ready("default")) == 0
         [stats] = await b.queue_stats()
         assert (stats.queued, stats.running) == (0, 1)
-        events, _ = await b.read_events("0", None, 10)
+        events, _ = await b.events.read("0", None, 10)
         assert [(e.job_id, e.status) for e in events] == [(j.id, "queued"), (j.id, "running")]
         # The registration is used up: the next job is queued for a claim.
         k = job()
@@ -184,7 +186,7 @@ def test_gated_unique_scheduled_and_group_jobs_go_through_claim(redis_url: str) 
         await b.enqueue([later])
         member = job()
         group = NewGroup(id=new_id(), key=None, created_at=time.time(), retention=60)
-        await b.enqueue_group(group, [member])
+        await b.groups.store(group, [member])
         assert await status(b, gated.id) == ("queued", None)
         assert await status(b, unique.id) == ("queued", None)
         assert await status(b, later.id) == ("scheduled", None)
@@ -196,7 +198,7 @@ def test_gated_unique_scheduled_and_group_jobs_go_through_claim(redis_url: str) 
         assert await status(b, plain.id) == ("queued", None)
         # The worker's next claim takes them through claim.lua (the gate, the unique hold).
         now = time.time()
-        got = await b.claim_idle("w1", ["default"], 10, now, now + LEASE, IDLE)
+        got = await b.handoff.claim_idle("w1", ["default"], 10, now, now + LEASE, IDLE)
         assert {g.id for g in got} == {gated.id, unique.id, member.id, plain.id}
         assert await b.list_jobs(JobFilter(status="queued"), 10) == []
 
@@ -214,7 +216,7 @@ def test_a_recovered_job_is_never_handed_off(redis_url: str) -> None:
         assert await status(b, j.id) == ("queued", None)
         assert r.llen(b.keys.inbox("w1")) == 0
         now = time.time()
-        [got] = await b.claim_idle("w1", ["default"], 4, now, now + LEASE, IDLE)
+        [got] = await b.handoff.claim_idle("w1", ["default"], 4, now, now + LEASE, IDLE)
         assert (got.id, got.lost) == (j.id, 1)
 
     scenario(redis_url, body)
@@ -227,11 +229,11 @@ def test_the_next_claim_takes_the_inbox_first_within_its_limit(redis_url: str) -
         await b.enqueue([handed])  # the worker was not waiting: it stays in the inbox
         await b.enqueue([ready])
         now = time.time()
-        got = await b.claim_idle("w1", ["default"], 1, now, now + LEASE, IDLE)
+        got = await b.handoff.claim_idle("w1", ["default"], 1, now, now + LEASE, IDLE)
         assert [g.id for g in got] == [handed.id]
         assert r.llen(b.keys.inbox("w1")) == 0
         assert not r.exists(b.keys.idle_entry("w1"))  # it took work: not idle
-        got = await b.claim_idle("w1", ["default"], 1, now, now + LEASE, IDLE)
+        got = await b.handoff.claim_idle("w1", ["default"], 1, now, now + LEASE, IDLE)
         assert [g.id for g in got] == [ready.id]
 
     scenario(redis_url, body)
@@ -244,9 +246,9 @@ def test_withdraw_ends_the_registration_and_returns_the_inbox(redis_url: str) ->
         await b.enqueue([j])
         # Using the registration removed it from every queue of the worker.
         assert r.zscore(b.keys.idle("a"), "w1") is None
-        assert [g.id for g in await b.withdraw("w1", ["a", "b"])] == [j.id]
+        assert [g.id for g in await b.handoff.withdraw("w1", ["a", "b"])] == [j.id]
         await idle(b, "w1", "a", "b")
-        assert await b.withdraw("w1", ["a", "b"]) == []
+        assert await b.handoff.withdraw("w1", ["a", "b"]) == []
         k = job("a")
         await b.enqueue([k])
         assert await status(b, k.id) == ("queued", None)
@@ -258,7 +260,7 @@ def test_a_wait_returns_on_stop_on_a_wake_up_and_on_its_timeout(redis_url: str) 
     async def body(b: RedisBackend, r: redis.Redis) -> None:
         await idle(b, "w1")
         stop = asyncio.Event()
-        waiting = asyncio.create_task(b.wait_for_handoff("w1", ["default"], 30.0, stop))
+        waiting = asyncio.create_task(b.handoff.wait("w1", ["default"], 30.0, stop))
         await asyncio.sleep(0.1)
         stop.set()
         assert await asyncio.wait_for(waiting, 5) == []
@@ -266,18 +268,18 @@ def test_a_wait_returns_on_stop_on_a_wake_up_and_on_its_timeout(redis_url: str) 
         # A wake-up (here: a delayed job promoted) ends the wait; the worker then claims.
         later = job(delay=0.05)
         await b.enqueue([later])
-        waiting = asyncio.create_task(b.wait_for_handoff("w1", ["default"], 30.0, stop))
+        waiting = asyncio.create_task(b.handoff.wait("w1", ["default"], 30.0, stop))
         await asyncio.sleep(0.1)
         assert await b.promote_due(time.time(), 10) == (1, None)
         assert await asyncio.wait_for(waiting, 5) == []
         started = time.monotonic()
-        assert await b.wait_for_handoff("w1", ["default"], 0.2, stop) == []
+        assert await b.handoff.wait("w1", ["default"], 0.2, stop) == []
         assert time.monotonic() - started < 5
         # The wait's connection still works after being unblocked.
         now = time.time()
         assert [g.id for g in await b.claim("w1", ["default"], 4, now, now + LEASE)] == [later.id]
         await idle(b, "w1")
-        waiting = asyncio.create_task(b.wait_for_handoff("w1", ["default"], 30.0, stop))
+        waiting = asyncio.create_task(b.handoff.wait("w1", ["default"], 30.0, stop))
         await asyncio.sleep(0.1)
         j = job()
         await b.enqueue([j])

@@ -80,7 +80,7 @@ def request(
 async def sync(backend: Backend, scope: str, reason: Reason = "check", **kw: object) -> ScopeState:
     now = kw.pop("now")
     assert isinstance(now, float)
-    [state] = await backend.freshness_sync([request(scope, reason, now=now, **kw)], now)  # type: ignore[arg-type]
+    [state] = await backend.freshness.sync([request(scope, reason, now=now, **kw)], now)  # type: ignore[arg-type]
     return state
 
 
@@ -117,7 +117,7 @@ async def test_a_storm_of_concurrent_checks_makes_one_job(
 ) -> None:
     async def storm(count: int) -> list[ScopeState]:
         async with opened(make_backend()) as other:
-            calls = [other.freshness_sync([request("team:9", now=T0)], T0) for _ in range(count)]
+            calls = [other.freshness.sync([request("team:9", now=T0)], T0) for _ in range(count)]
             return [state for states in await asyncio.gather(*calls) for state in states]
 
     results = await asyncio.gather(*(in_own_thread(storm(25)) for _ in range(4)))
@@ -135,7 +135,7 @@ async def test_success_records_the_start_of_the_run_and_the_score_rules(
     first = await sync(backend, "s", now=T0)
     assert first.job_id is not None
     await run_sync(backend, first.job_id, start=T0 + 10, end=T0 + 70)
-    [row] = await backend.freshness_scopes(NAME, T0 + 70, False, 10)
+    [row] = await backend.freshness.scopes(NAME, T0 + 70, False, 10)
     assert row.last_success == approx(T0 + 10)  # staleness counts from the start
     assert row.last_attempt == approx(T0 + 10)
     assert (row.failures, row.last_error, row.job_id) == (0, None, None)
@@ -184,7 +184,7 @@ async def test_failures_back_off_exponentially_up_to_the_cap(backend: Backend) -
     for failures in range(1, 13):
         assert state.enqueued and state.job_id is not None
         await run_sync(backend, state.job_id, start=now, end=now + 1, kind="failed")
-        [row] = await backend.freshness_scopes(NAME, now + 1, False, 10)
+        [row] = await backend.freshness.scopes(NAME, now + 1, False, 10)
         assert (row.failures, row.job_id, row.last_success) == (failures, None, None)
         assert row.last_error == "ValueError: upstream said 503"
         assert row.next_due is not None
@@ -193,10 +193,10 @@ async def test_failures_back_off_exponentially_up_to_the_cap(backend: Backend) -
         assert wait <= MB
         # A check during the backoff enqueues nothing, however stale the scope.
         assert not (await sync(backend, "s", now=row.next_due - 0.5)).enqueued
-        assert await backend.freshness_due(NAME, row.next_due - 0.5, 10) == []
+        assert await backend.freshness.due(NAME, row.next_due - 0.5, 10) == []
         # Once due, the sweep finds it and its baseline request enqueues the next attempt.
         now = row.next_due
-        assert await backend.freshness_due(NAME, now, 10) == ["s"]
+        assert await backend.freshness.due(NAME, now, 10) == ["s"]
         state = await sync(backend, "s", "baseline", now=now, jitter=jitter)
     assert wait == approx(MB * (0.5 + 0.5 * jitter))  # capped
 
@@ -208,13 +208,13 @@ async def test_a_retry_counts_a_failure_and_keeps_the_sync(backend: Backend) -> 
     errors = error_history(("TimeoutError", "read timed out"))
     retry = Outcome(state.job_id, "retry", None, errors, T0 + 5, None)
     assert await finish_one(backend, W1, retry, T0 + 1)
-    [row] = await backend.freshness_scopes(NAME, T0 + 1, False, 10)
+    [row] = await backend.freshness.scopes(NAME, T0 + 1, False, 10)
     assert (row.failures, row.last_error) == (1, "TimeoutError: read timed out")
     assert row.job_id == state.job_id  # still its sync: checks are absorbed
     assert not (await sync(backend, "s", "request", now=T0 + 2)).enqueued
     await backend.promote_due(T0 + 5, 10)
     await run_sync(backend, state.job_id, start=T0 + 5, end=T0 + 6)
-    [row] = await backend.freshness_scopes(NAME, T0 + 6, False, 10)
+    [row] = await backend.freshness.scopes(NAME, T0 + 6, False, 10)
     assert (row.failures, row.last_error, row.job_id) == (0, None, None)
     assert row.last_success == approx(T0 + 5)
 
@@ -234,7 +234,7 @@ async def test_a_worker_crash_mid_sync_is_recovered_then_quarantined(backend: Ba
     [quarantined] = await backend.recover(start + LEASE + 1, 2, 10, T0 + 9999)
     assert not quarantined.requeued
     assert await status(backend, state.job_id) == "failed"
-    [row] = await backend.freshness_scopes(NAME, start + LEASE + 1, False, 10)
+    [row] = await backend.freshness.scopes(NAME, start + LEASE + 1, False, 10)
     assert (row.failures, row.job_id) == (1, None)
     assert row.last_error is not None and row.last_error.startswith("LostWorker: ")
     assert row.last_attempt == approx(start)
@@ -245,18 +245,18 @@ async def test_a_cancelled_sync_frees_its_scope(backend: Backend) -> None:
     waiting = await sync(backend, "s", now=T0)
     assert waiting.job_id is not None
     assert await backend.cancel(waiting.job_id, T0 + 1, T0 + 999)
-    [row] = await backend.freshness_scopes(NAME, T0 + 1, False, 10)
+    [row] = await backend.freshness.scopes(NAME, T0 + 1, False, 10)
     assert (row.job_id, row.last_error, row.failures) == (None, "cancelled", 0)
 
     running = await sync(backend, "s", now=T0 + 2)
     assert running.enqueued and running.job_id is not None
     assert await claim_ids(backend, now=T0 + 2) == [running.job_id]
     assert await backend.cancel(running.job_id, T0 + 3, T0 + 999)  # requested: it runs on
-    [row] = await backend.freshness_scopes(NAME, T0 + 3, False, 10)
+    [row] = await backend.freshness.scopes(NAME, T0 + 3, False, 10)
     assert row.job_id == running.job_id
     outcome = Outcome(running.job_id, "succeeded", None, None, None, T0 + 999)
     assert not await finish_one(backend, W1, outcome, T0 + 4)  # ends cancelled instead
-    [row] = await backend.freshness_scopes(NAME, T0 + 4, False, 10)
+    [row] = await backend.freshness.scopes(NAME, T0 + 4, False, 10)
     assert (row.job_id, row.last_error, row.last_success) == (None, "cancelled", None)
 
 
@@ -270,13 +270,13 @@ async def test_the_due_index_returns_only_due_scopes_and_baseline_moves_them(
         await run_sync(backend, state.job_id, start=T0, end=T0)
     first = {scope: next_baseline(T0, off, FE) for scope, off in offsets.items()}
     earliest = min(first.values())
-    assert await backend.freshness_due(NAME, earliest - 1, 10) == []
-    due = await backend.freshness_due(NAME, earliest, 10)
+    assert await backend.freshness.due(NAME, earliest - 1, 10) == []
+    due = await backend.freshness.due(NAME, earliest, 10)
     assert due == [min(first, key=first.__getitem__)]
-    everything = await backend.freshness_due(NAME, T0 + FE + 1, 10)
+    everything = await backend.freshness.due(NAME, T0 + FE + 1, 10)
     assert sorted(everything) == ["a", "b", "c"]
-    assert len(await backend.freshness_due(NAME, T0 + FE + 1, 2)) == 2  # limit
-    assert await backend.freshness_due("other", T0 + FE + 1, 10) == []  # per freshness
+    assert len(await backend.freshness.due(NAME, T0 + FE + 1, 2)) == 2  # limit
+    assert await backend.freshness.due("other", T0 + FE + 1, 10) == []  # per freshness
     other_name = await sync(backend, "a", now=T0, offset=100.0, name="other")
     assert other_name.enqueued  # the same scope of another freshness is another scope
 
@@ -286,7 +286,7 @@ async def test_the_due_index_returns_only_due_scopes_and_baseline_moves_them(
     assert baseline.next_due == approx(next_baseline(earliest, offsets[scope], FE))
     assert baseline.job_id is not None
     assert (await job(backend, baseline.job_id)).payload == full(scope)
-    assert scope not in await backend.freshness_due(NAME, earliest, 10)
+    assert scope not in await backend.freshness.due(NAME, earliest, 10)
     # A baseline request of a scope not due yet changes nothing.
     other = "c" if scope != "c" else "a"
     assert not (await sync(backend, other, "baseline", now=earliest)).enqueued
@@ -300,31 +300,31 @@ async def test_scopes_list_stalest_first_with_tiers(backend: Backend) -> None:
         if scope != "never":
             await run_sync(backend, state.job_id, start=T0, end=T0)
     now = T0 + 120  # gold: score 2 (stale); free: 0.02; never: inf
-    listed = await backend.freshness_scopes(NAME, now, False, 10)
+    listed = await backend.freshness.scopes(NAME, now, False, 10)
     assert [s.scope for s in listed] == ["never", "gold", "free"]
     assert [s.max_staleness for s in listed] == [60.0, 60.0, 6000.0]
-    stale = await backend.freshness_scopes(NAME, now, True, 10)
+    stale = await backend.freshness.scopes(NAME, now, True, 10)
     assert [s.scope for s in stale] == ["never", "gold"]
-    assert await backend.freshness_stale_count(NAME, now) == 2
-    assert await backend.freshness_stale_count(NAME, T0 + 6000) == 3
-    assert await backend.freshness_stale_count("other", now) == 0
-    assert await backend.freshness_scopes("other", now, False, 10) == []
+    assert await backend.freshness.stale_count(NAME, now) == 2
+    assert await backend.freshness.stale_count(NAME, T0 + 6000) == 3
+    assert await backend.freshness.stale_count("other", now) == 0
+    assert await backend.freshness.scopes("other", now, False, 10) == []
     # The tier decides the rule: the gold scope is stale, the free one is not.
     assert (await sync(backend, "gold", now=now, ms=60.0)).enqueued
     assert not (await sync(backend, "free", now=now, ms=6000.0, active=True)).enqueued
 
 
 async def test_one_scope_is_read_as_the_listing_reads_it(backend: Backend) -> None:
-    assert await backend.freshness_scope(NAME, "team:7") is None
+    assert await backend.freshness.scope(NAME, "team:7") is None
     state = await sync(backend, "team:7", now=T0)
     assert state.job_id is not None
     await run_sync(backend, state.job_id, start=T0 + 1, end=T0 + 2, kind="failed")
     await sync(backend, "team:8", now=T0)
     [listed] = [
-        s for s in await backend.freshness_scopes(NAME, T0 + 3, False, 10) if s.scope == "team:7"
+        s for s in await backend.freshness.scopes(NAME, T0 + 3, False, 10) if s.scope == "team:7"
     ]
-    one = await backend.freshness_scope(NAME, "team:7")
+    one = await backend.freshness.scope(NAME, "team:7")
     assert one == listed
     assert one is not None and one.failures == 1 and one.job_id is None and one.last_error
-    assert await backend.freshness_scope("other", "team:7") is None
-    assert await backend.freshness_scope(NAME, "team:9") is None
+    assert await backend.freshness.scope("other", "team:7") is None
+    assert await backend.freshness.scope(NAME, "team:9") is None

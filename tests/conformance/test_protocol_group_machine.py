@@ -35,9 +35,9 @@ class GroupMachine(BackendMachine):
         self.members = [new_job(at=self.now, max_attempts=2) for _ in range(MEMBERS)]
         self.group_id = new_id() + "g"
         callback = dataclasses.replace(new_job(task="tests.tasks.done"), id=self.group_id)
-        _, self.since = self.run(self.backend.read_events(None, None, 1))
+        _, self.since = self.run(self.backend.events.read(None, None, 1))
         group = NewGroup(self.group_id, None, self.now, EXPIRE, callback)
-        self.run(self.backend.enqueue_group(group, self.members))
+        self.run(self.backend.groups.store(group, self.members))
         self.first: dict[str, str] = {}  # member id -> its first terminal status
         self.history: list[str] = []  # the callback's statuses, from the event stream
 
@@ -112,7 +112,7 @@ class GroupMachine(BackendMachine):
     # -- invariants ----------------------------------------------------------------------------
     @invariant()
     def counts_match_first_outcomes(self) -> None:
-        record = self.run(self.backend.get_group(self.group_id))
+        record = self.run(self.backend.groups.get(self.group_id))
         assert record is not None
         firsts = list(self.first.values())
         assert record.total == MEMBERS
@@ -127,7 +127,7 @@ class GroupMachine(BackendMachine):
         complete = len(self.first) == MEMBERS
         assert (status == "scheduled") == (not complete)
         while True:  # the callback's events since the last look
-            page, self.since = self.run(self.backend.read_events(self.since, None, 200))
+            page, self.since = self.run(self.backend.events.read(self.since, None, 200))
             if not page:
                 break
             self.history += [e.status for e in page if e.job_id == self.group_id]

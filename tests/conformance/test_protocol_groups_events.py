@@ -58,7 +58,7 @@ async def run_all(backend: Backend, worker: str) -> None:
 async def all_events(backend: Backend, after: str, key: str | None = None) -> list[EventRecord]:
     events: list[EventRecord] = []
     while True:
-        page, after = await backend.read_events(after, key, 100)
+        page, after = await backend.events.read(after, key, 100)
         events += page
         if not page:
             return events
@@ -69,8 +69,8 @@ async def all_events(backend: Backend, after: str, key: str | None = None) -> li
 
 async def test_group_is_stored_with_a_waiting_callback(backend: Backend) -> None:
     group, members = make_group(2, key="event:9")
-    await backend.enqueue_group(group, members)
-    record = await backend.get_group(group.id)
+    await backend.groups.store(group, members)
+    record = await backend.groups.get(group.id)
     assert record is not None
     assert (record.total, record.succeeded, record.failed, record.cancelled) == (2, 0, 0, 0)
     assert record.completed_at is None and record.has_callback and record.key == "event:9"
@@ -80,19 +80,19 @@ async def test_group_is_stored_with_a_waiting_callback(backend: Backend) -> None
     assert await backend.promote_due(T0 + 10**9, 100) == (0, None)
     assert sorted(await claim_ids(backend, limit=10)) == sorted(m.id for m in members)
     assert (await job(backend, group.id)).status == "scheduled"
-    assert await backend.get_group("nope") is None
+    assert await backend.groups.get("nope") is None
 
 
 async def test_last_outcome_queues_the_callback_once(backend: Backend) -> None:
     group, members = make_group(3)
-    await backend.enqueue_group(group, members)
+    await backend.groups.store(group, members)
     a, b, c = (m.id for m in members)
     assert sorted(await claim_ids(backend, W1, limit=2)) == sorted([a, b])
     assert await finish_one(backend, W1, ok(a), T0 + 1)
     assert await finish_one(backend, W1, failed(b), T0 + 2)
     assert (await job(backend, group.id)).status == "scheduled"
     assert await backend.cancel(c, T0 + 3, T0 + EXPIRE)  # the last one: cancelled counts
-    record = await backend.get_group(group.id)
+    record = await backend.groups.get(group.id)
     assert record is not None
     assert (record.succeeded, record.failed, record.cancelled) == (1, 1, 1)
     assert record.completed_at == pytest.approx(T0 + 3)
@@ -102,7 +102,7 @@ async def test_last_outcome_queues_the_callback_once(backend: Backend) -> None:
 
 async def test_a_retried_member_neither_counts_again_nor_refires(backend: Backend) -> None:
     group, members = make_group(1)
-    await backend.enqueue_group(group, members)
+    await backend.groups.store(group, members)
     [m] = members
     await claim_ids(backend, W1)
     assert await finish_one(backend, W1, failed(m.id), T0 + 1)
@@ -111,14 +111,14 @@ async def test_a_retried_member_neither_counts_again_nor_refires(backend: Backen
     assert await backend.retry(m.id, T0 + 3)
     assert await claim_ids(backend, W1) == [m.id]
     assert await finish_one(backend, W1, ok(m.id), T0 + 4)
-    record = await backend.get_group(group.id)
+    record = await backend.groups.get(group.id)
     assert record is not None and (record.succeeded, record.failed) == (0, 1)
     assert (await job(backend, group.id)).status == "succeeded"  # not queued again
 
 
 async def test_a_member_lost_with_its_worker_counts_once(backend: Backend) -> None:
     group, members = make_group(1)
-    await backend.enqueue_group(group, members)
+    await backend.groups.store(group, members)
     [m] = members
     assert await claim_ids(backend, W1) == [m.id]
     [recovered] = await backend.recover(T0 + LEASE + 1, 3, 10, T0 + EXPIRE)
@@ -126,40 +126,40 @@ async def test_a_member_lost_with_its_worker_counts_once(backend: Backend) -> No
     assert await claim_ids(backend, W2, now=T0 + LEASE + 2) == [m.id]
     assert await finish_one(backend, W2, ok(m.id), T0 + LEASE + 3)
     assert not await finish_one(backend, W1, ok(m.id), T0 + LEASE + 4)  # the lost worker's
-    record = await backend.get_group(group.id)
+    record = await backend.groups.get(group.id)
     assert record is not None and (record.total, record.succeeded) == (1, 1)
     assert (await job(backend, group.id)).status == "queued"
 
 
 async def test_a_quarantined_member_counts_as_failed(backend: Backend) -> None:
     group, members = make_group(1)
-    await backend.enqueue_group(group, members)
+    await backend.groups.store(group, members)
     await claim_ids(backend, W1)
     [recovered] = await backend.recover(T0 + LEASE + 1, 1, 10, T0 + EXPIRE)
     assert not recovered.requeued
-    record = await backend.get_group(group.id)
+    record = await backend.groups.get(group.id)
     assert record is not None and record.failed == 1 and record.completed_at is not None
     assert (await job(backend, group.id)).status == "queued"
 
 
 async def test_a_running_member_cancelled_counts_when_its_run_ends(backend: Backend) -> None:
     group, members = make_group(1)
-    await backend.enqueue_group(group, members)
+    await backend.groups.store(group, members)
     [m] = members
     await claim_ids(backend, W1)
     assert await backend.cancel(m.id, T0 + 1, T0 + EXPIRE)  # requested only
     assert (await job(backend, group.id)).status == "scheduled"
     assert not await finish_one(backend, W1, ok(m.id), T0 + 2)
-    record = await backend.get_group(group.id)
+    record = await backend.groups.get(group.id)
     assert record is not None and record.cancelled == 1
     assert (await job(backend, group.id)).status == "queued"
 
 
 async def test_a_group_without_callback_completes(backend: Backend) -> None:
     group, members = make_group(2, callback=False)
-    await backend.enqueue_group(group, members)
+    await backend.groups.store(group, members)
     await run_all(backend, W1)
-    record = await backend.get_group(group.id)
+    record = await backend.groups.get(group.id)
     assert record is not None and record.succeeded == 2 and not record.has_callback
     assert record.completed_at is not None
     assert await backend.get_job(group.id) is None
@@ -168,10 +168,10 @@ async def test_a_group_without_callback_completes(backend: Backend) -> None:
 async def test_members_finishing_at_once_on_two_workers_queue_one_callback(
     backend: Backend, make_backend: BackendFactory
 ) -> None:
-    cursor = (await backend.read_events(None, None, 1))[1]
+    cursor = (await backend.events.read(None, None, 1))[1]
     groups = [make_group(2) for _ in range(8)]
     for group, members in groups:
-        await backend.enqueue_group(group, members)
+        await backend.groups.store(group, members)
     first = [members[0].id for _, members in groups]
     second = [members[1].id for _, members in groups]
     assert len(await claim_ids(backend, W1, limit=16)) == 16
@@ -190,7 +190,7 @@ async def test_members_finishing_at_once_on_two_workers_queue_one_callback(
     assert all(all(f) for f in flags)
     events = await all_events(backend, cursor)
     for group, _ in groups:
-        record = await backend.get_group(group.id)
+        record = await backend.groups.get(group.id)
         assert record is not None and record.succeeded == 2
         assert (await job(backend, group.id)).status == "queued"
         queued = [e for e in events if e.job_id == group.id and e.status == "queued"]
@@ -201,8 +201,8 @@ async def test_a_group_with_a_stored_id_stores_nothing(backend: Backend) -> None
     group, members = make_group(2)
     await enqueue(backend, members[1])
     with pytest.raises(ValueError, match="already stored"):
-        await backend.enqueue_group(group, members)
-    assert await backend.get_group(group.id) is None
+        await backend.groups.store(group, members)
+    assert await backend.groups.get(group.id) is None
     assert await backend.get_job(members[0].id) is None
     assert await backend.get_job(group.id) is None
 
@@ -211,8 +211,8 @@ async def test_a_group_with_a_stored_id_stores_nothing(backend: Backend) -> None
 
 
 async def test_one_event_per_state_change_in_order(backend: Backend) -> None:
-    _, cursor = await backend.read_events(None, None, 10)
-    assert await backend.read_events(cursor, None, 10) == ([], cursor)
+    _, cursor = await backend.events.read(None, None, 10)
+    assert await backend.events.read(cursor, None, 10) == ([], cursor)
     scheduled = new_job(delay=5)
     [a, s] = await enqueue(backend, new_job(key="k1"), scheduled)
     await claim_ids(backend, W1)
@@ -236,23 +236,23 @@ async def test_one_event_per_state_change_in_order(backend: Backend) -> None:
     # Resuming after an event misses nothing after it.
     assert [e.id for e in await all_events(backend, events[2].id)] == [e.id for e in events[3:]]
     # Paging: limit is honoured and the cursor goes on.
-    page, after = await backend.read_events(cursor, None, 2)
+    page, after = await backend.events.read(cursor, None, 2)
     assert [e.id for e in page] == [e.id for e in events[:2]] and after == events[1].id
 
 
 async def test_key_filter_reads_one_key(backend: Backend) -> None:
-    _, cursor = await backend.read_events(None, "k1", 10)
+    _, cursor = await backend.events.read(None, "k1", 10)
     await enqueue(backend, new_job(key="k1"), new_job(key="k2"), new_job(), new_job(key="k1"))
     events = await all_events(backend, cursor, "k1")
     assert [e.key for e in events] == ["k1", "k1"]
-    _, head = await backend.read_events(None, "k1", 10)
-    assert await backend.read_events(head, "k1", 10) == ([], head)
+    _, head = await backend.events.read(None, "k1", 10)
+    assert await backend.events.read(head, "k1", 10) == ([], head)
 
 
 async def test_group_events_include_the_callback(backend: Backend) -> None:
-    _, cursor = await backend.read_events(None, None, 10)
+    _, cursor = await backend.events.read(None, None, 10)
     group, members = make_group(1, key="event:1")
-    await backend.enqueue_group(group, members)
+    await backend.groups.store(group, members)
     await run_all(backend, W1)
     events = await all_events(backend, cursor, "event:1")
     assert [(e.job_id, e.status) for e in events] == [
@@ -267,16 +267,16 @@ async def test_group_events_include_the_callback(backend: Backend) -> None:
 
 
 async def test_a_reader_behind_the_trimmed_events_is_told(backend: Backend) -> None:
-    _, cursor = await backend.read_events(None, None, 10)
+    _, cursor = await backend.events.read(None, None, 10)
     await enqueue(backend, new_job(), new_job())
     [first, *_] = await all_events(backend, cursor)
     # keep < 0: every event is older than that (each backend's own clock).
     await backend.purge(T0, 100, keep=-3600)
     with pytest.raises(EventsTrimmed):
-        await backend.read_events(cursor, None, 10)
+        await backend.events.read(cursor, None, 10)
     with pytest.raises(EventsTrimmed):
-        await backend.read_events(first.id, None, 10)
-    _, head = await backend.read_events(None, None, 10)
+        await backend.events.read(first.id, None, 10)
+    _, head = await backend.events.read(None, None, 10)
     [c] = await enqueue(backend, new_job())
     assert [e.job_id for e in await all_events(backend, head)] == [c]
 
@@ -284,26 +284,26 @@ async def test_a_reader_behind_the_trimmed_events_is_told(backend: Backend) -> N
 async def test_wait_for_events_returns_once_one_is_written(
     backend: Backend, make_backend: BackendFactory
 ) -> None:
-    _, cursor = await backend.read_events(None, None, 10)
+    _, cursor = await backend.events.read(None, None, 10)
 
     async def produce() -> None:
         async with opened(make_backend()) as other:
             await enqueue(other, new_job())
 
     await in_own_thread(produce())
-    await backend.wait_for_events(cursor, None, 30)
+    await backend.events.wait(cursor, None, 30)
     assert len(await all_events(backend, cursor)) == 1
 
 
 async def test_a_malformed_event_id_is_a_value_error(backend: Backend) -> None:
     with pytest.raises(ValueError, match="not an event id"):
-        await backend.read_events("not-an-id!", None, 10)
+        await backend.events.read("not-an-id!", None, 10)
 
 
 async def test_a_big_batch_reads_back_every_event_in_order(backend: Backend) -> None:
-    _, cursor = await backend.read_events(None, None, 10)
+    _, cursor = await backend.events.read(None, None, 10)
     group, members = make_group(1500, key="big")  # one atomic step: over a thousand events
-    await backend.enqueue_group(group, members)
+    await backend.groups.store(group, members)
     events = await all_events(backend, cursor)
     assert [e.job_id for e in events] == [m.id for m in members] + [group.id]
     assert [int(e.id) for e in events] == list(range(int(cursor) + 1, int(cursor) + 1502))

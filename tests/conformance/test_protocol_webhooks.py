@@ -30,30 +30,30 @@ def hook(secret: str, **fields: object) -> WebhookRecord:
 
 async def test_a_webhook_round_trips_exactly(backend: Backend) -> None:
     stored = hook("s1")
-    await backend.store_webhook(stored)
-    assert await backend.get_webhook(stored.digest) == stored
+    await backend.webhooks.store(stored)
+    assert await backend.webhooks.get(stored.digest) == stored
     plain = hook("s2", key=None, priority=0, delay=0.0)
-    await backend.store_webhook(plain)
-    assert await backend.get_webhook(plain.digest) == plain
+    await backend.webhooks.store(plain)
+    assert await backend.webhooks.get(plain.digest) == plain
 
 
 async def test_an_unknown_digest_is_none(backend: Backend) -> None:
-    assert await backend.get_webhook(hook("nope").digest) is None
-    assert await backend.delete_webhook(hook("nope").digest) is False
+    assert await backend.webhooks.get(hook("nope").digest) is None
+    assert await backend.webhooks.delete(hook("nope").digest) is False
 
 
 async def test_a_digest_is_stored_once(backend: Backend) -> None:
-    await backend.store_webhook(hook("s1"))
+    await backend.webhooks.store(hook("s1"))
     with pytest.raises(ValueError):
-        await backend.store_webhook(hook("s1", task="t.other"))
-    found = await backend.get_webhook(hook("s1").digest)
+        await backend.webhooks.store(hook("s1", task="t.other"))
+    found = await backend.webhooks.get(hook("s1").digest)
     assert found is not None and found.task == "t.sync"
 
 
 async def test_delete_revokes_only_that_webhook(backend: Backend) -> None:
-    await backend.store_webhook(hook("s1"))
-    await backend.store_webhook(hook("s2"))
-    assert await backend.delete_webhook(hook("s1").digest) is True
-    assert await backend.get_webhook(hook("s1").digest) is None
-    assert await backend.delete_webhook(hook("s1").digest) is False
-    assert await backend.get_webhook(hook("s2").digest) == hook("s2")
+    await backend.webhooks.store(hook("s1"))
+    await backend.webhooks.store(hook("s2"))
+    assert await backend.webhooks.delete(hook("s1").digest) is True
+    assert await backend.webhooks.get(hook("s1").digest) is None
+    assert await backend.webhooks.delete(hook("s1").digest) is False
+    assert await backend.webhooks.get(hook("s2").digest) == hook("s2")

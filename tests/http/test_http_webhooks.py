@@ -46,7 +46,7 @@ def test_only_the_digest_is_stored(hub: Hub) -> None:
     hook = hub.app.create_webhook(hub.add.options(delay=60).s(1, 2))
 
     async def stored() -> object:
-        return await (await hub.app.backend()).get_webhook(digest(hook.secret))
+        return await (await hub.app.backend()).webhooks.get(digest(hook.secret))
 
     record = hub.app._sync(stored())  # type: ignore[arg-type]
     assert record is not None and record.digest != hook.secret and record.delay == 60

@@ -21,6 +21,7 @@ from duly._errors import EventsTrimmed
 from duly._http.api import ApiError, Call, Endpoint, Param
 from duly._http.models import ErrorBody, EventOut
 from duly._http.views import event_out
+from duly.backends.events import EVENTS
 
 __all__ = ["KEEPALIVE", "events_endpoint"]
 
@@ -41,7 +42,7 @@ def _reset(error: str) -> bytes:
 
 async def _pump(call: Call, since: str, key: str | None, out: asyncio.Queue[bytes]) -> None:
     """Put every event after ``since`` (and a reset where some were trimmed) into ``out``."""
-    backend = await call.app.backend()
+    events = EVENTS.of(await call.app.backend())
     while True:
         try:
             async for event in call.app.events(since=since, key=key):
@@ -49,7 +50,7 @@ async def _pump(call: Call, since: str, key: str | None, out: asyncio.Queue[byte
                 since = event.id
         except EventsTrimmed as exc:
             # "now" is fixed before the client hears of the reset: nothing after it is missed.
-            _, since = await backend.read_events(None, key, 0)
+            _, since = await events.read(None, key, 0)
             await out.put(_reset(str(exc)))
 
 
@@ -85,14 +86,14 @@ def events_endpoint(keepalive: float) -> Endpoint:
         key = call.query["key"]
         if since is not None and not (since.isascii() and since.isdigit() and len(since) <= 18):
             raise ApiError(400, "Last-Event-ID / since is not an event id")
-        backend = await call.app.backend()
+        store = EVENTS.of(await call.app.backend())
         if since is None:
             # "now" is fixed before the answer starts: an event stored once the client has the
             # first line is never missed.
-            _, since = await backend.read_events(None, key, 0)
+            _, since = await store.read(None, key, 0)
         else:
             try:
-                await backend.read_events(since, key, 1)  # checks the id
+                await store.read(since, key, 1)  # checks the id
             except EventsTrimmed:
                 pass  # the stream starts with a reset
             except (ValueError, TypeError):

@@ -31,6 +31,7 @@ from duly._http.views import group_out, never_scope, scope_out, utc, watch_out
 from duly._records import JobFilter
 from duly._scheduler.periodic import Schedule
 from duly._watch import WatchRecord
+from duly.backends.freshness import FRESHNESS
 
 __all__ = ["ENDPOINTS"]
 
@@ -135,7 +136,7 @@ async def freshness(call: Call) -> FreshnessList:
             FreshnessOut(
                 name=m.name,
                 task=m.task.name,
-                stale=await backend.freshness_stale_count(m.name, now),
+                stale=await FRESHNESS.of(backend).stale_count(m.name, now),
             )
             for m in found
         ],
@@ -176,7 +177,7 @@ async def one_scope(call: Call) -> ScopeRefreshed:
     """One scope (never seen: state ``never``), without enqueueing anything."""
     mirror = _mirror(call)
     app = call.app
-    row = await (await app.backend()).freshness_scope(mirror.name, call.path["scope"])
+    row = await FRESHNESS.of(await app.backend()).scope(mirror.name, call.path["scope"])
     if row is None:
         return ScopeRefreshed(scope=never_scope(call.path["scope"]))
     return ScopeRefreshed(scope=scope_out(Freshness.from_state(app, row, app.clock.now())))

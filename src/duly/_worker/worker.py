@@ -5,7 +5,7 @@ One asyncio loop per process runs five cooperating loops:
 - **fetch**: claim up to the free capacity in one round trip; jobs of rate-limited tasks then
   reserve their slots in one more round trip, and those whose slot starts later are handed
   back to start then; when nothing is claimable, wait for the backend's wake-up (or a short
-  poll); on a backend that hands jobs to idle workers (``HandoffBackend``: Redis), the claim
+  poll); on a backend that hands jobs to idle workers (``duly.backends.handoff``: Redis), the claim
   that found nothing registers this process as idle and the wait returns the job an enqueue
   claimed for it (no wake-up hop, no claim round trip, no herd of processes);
 - **run**: each claimed job runs as an asyncio task (``async def``) or on the bounded
@@ -48,7 +48,7 @@ from duly._worker.outcomes import BATCH_LIMIT, Outcomes
 from duly._worker.reporting import Reporter, WorkerStats
 from duly._worker.stopping import StopRequests
 from duly._worker.threads import ThreadRunner
-from duly.backends.base import HandoffBackend
+from duly.backends.handoff import HANDOFF, Handoff
 
 if TYPE_CHECKING:
     from duly._app import App
@@ -149,7 +149,7 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._backend: Backend | None = None
         #: The backend, when it hands jobs to idle workers directly (not in burst mode).
-        self._handoff: HandoffBackend | None = None
+        self._handoff: Handoff | None = None
         #: Whether this worker may be registered idle (hand-off): its next claim withdraws.
         self._registered = True
         self._threads: ThreadRunner | None = None
@@ -188,9 +188,8 @@ class Worker:
         self._threads = ThreadRunner(self.concurrency)
         self._install_signals()
         self._backend = await self._connect()
-        handoff = self._backend
-        if isinstance(handoff, HandoffBackend) and handoff.handoff and not self.burst:
-            self._handoff = handoff
+        if HANDOFF.offered_by(self._backend) and not self.burst:
+            self._handoff = HANDOFF.of(self._backend)
         await self._call(
             self._backend.register_worker(
                 self.id,
@@ -345,7 +344,7 @@ class Worker:
             await self._wait_any(wait, None)
             return []
         try:
-            records = await self._handoff.wait_for_handoff(
+            records = await self._handoff.wait(
                 self.id, self.queues, self._poll_timeout(), self._stopping
             )
         except BackendUnavailable as exc:

@@ -26,33 +26,23 @@ states (the task layer renders keys and limits; ``duly.worker`` applies rate lim
   waiting job never polls, and a gate with a free slot has no parked job for long.
 - **rate slots** (``reserve_rate``): a GCRA schedule per key, reserved in one round trip.
 
-Groups and events ride on the same atomic steps (PRODUCT §8):
-
-- **group**: every way a member job first reaches ``succeeded``, ``failed`` or ``cancelled``
-  (``finish``, ``recover``, ``cancel``) records that outcome in its group, once per member id,
-  in the same step; the step that records the last one completes the group and makes its
-  callback job ``queued``. A member's first outcome is final for its group: a later operator
-  ``retry`` re-runs the job but neither counts again nor re-fires the callback.
-- **event**: every job state change (a new job, and every change of its status) appends one
-  event in the same step, with increasing ids. Retention trims the oldest (bounded count and
-  age, see ``purge``); a reader asking for events after a trimmed id gets ``EventsTrimmed``.
+Everything else a backend stores (freshness scopes, groups, events, webhooks...) is a
+*capability*: a protocol of its own in ``duly.backends.<capability>``, implemented by an object
+the backend exposes under one attribute (see ``duly.backends.capability``). The core steps
+below keep those capabilities' state atomically with the job's (a group counts its member's
+outcome in the ``finish`` that applied it).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from duly._freshness_state import FreshnessRequest, ScopeState
 from duly._records import (
     STATS_RETENTION,
     EnqueueResult,
-    EventRecord,
-    GroupRecord,
     JobFilter,
     JobRecord,
-    NewGroup,
     NewJob,
     Outcome,
     QueueStats,
@@ -60,11 +50,10 @@ from duly._records import (
     Recovered,
     StatRow,
     StorageFormat,
-    WebhookRecord,
     WorkerRecord,
 )
 
-__all__ = ["Backend", "HandoffBackend", "TransactionalBackend"]
+__all__ = ["Backend"]
 
 
 @runtime_checkable
@@ -287,154 +276,4 @@ class Backend(Protocol):
 
     async def stats(self, since: float) -> list[StatRow]:
         """Per-minute outcome counters for minutes starting at or after ``since``."""
-        ...
-
-    # -- freshness (PRODUCT §7; duly.freshness_state) ---------------------------------------
-    async def freshness_sync(
-        self, requests: Sequence[FreshnessRequest], now: float
-    ) -> list[ScopeState]:
-        """Apply each request to its scope's row in one atomic step per request, all in one
-        round trip: create the row if missing, store the request's policy, decide by
-        ``freshness_state.decide`` and, if a sync is due, store ``job`` (its payload the
-        ``delta_payload`` for a delta; its priority ``sync_priority``) as the scope's one active
-        sync. A baseline request whose ``next_due`` has come moves it to ``next_baseline(now)``.
-        Returns each scope's row afterwards, ``enqueued`` set when this call stored the job.
-
-        When a scope's sync job ends, the backend's finish / recover / cancel step updates the
-        row in the same step: succeeded -> last_success = the run's start, failures 0, error
-        cleared, next_due = next_baseline(now); a failed run (retry, failed, quarantined) ->
-        failures + 1, last_error = ``"<type>: <message>"``; failed for good -> next_due = now +
-        ``backoff(failures, max_backoff, jitter)``; cancelled -> last_error ``"cancelled"``.
-        Every outcome records last_attempt = the run's start; an ending one frees the scope
-        (job_id None).
-        """
-        ...
-
-    async def freshness_due(self, name: str, now: float, limit: int) -> list[str]:
-        """Up to ``limit`` scopes of freshness ``name`` whose ``next_due <= now``, earliest
-        first. Cost depends on the number due, never on the number of scopes."""
-        ...
-
-    async def freshness_scopes(
-        self, name: str, now: float, stale_only: bool, limit: int
-    ) -> list[ScopeState]:
-        """The scopes of freshness ``name``, those that became stale earliest first (never
-        synced first); with ``stale_only``, only those with score >= 1 at ``now``."""
-        ...
-
-    async def freshness_scope(self, name: str, scope: str) -> ScopeState | None:
-        """The row of one scope of freshness ``name``, or None if it was never seen (one
-        lookup; changes nothing)."""
-        ...
-
-    async def freshness_stale_count(self, name: str, now: float) -> int:
-        """How many scopes of ``name`` are stale at ``now`` (score >= 1, or never synced):
-        the SLA breaches a metrics scrape reports. Never reads the other scopes."""
-        ...
-
-    # -- groups and events -----------------------------------------------------------------
-    async def enqueue_group(self, group: NewGroup, members: Sequence[NewJob]) -> None:
-        """Store ``group``, its ``members`` and its callback in one atomic step (all or none).
-
-        Members are stored as ``enqueue`` stores jobs (none has a ``unique_key``; ids are
-        new) and each remembers its group. The callback (id = ``group.id``) is ``scheduled``
-        with no due time until the group completes (see the module docstring). Raises
-        ValueError for a group id already stored.
-        """
-
-    async def get_group(self, group_id: str) -> GroupRecord | None:
-        """One group by id, or None (unknown, or past its retention)."""
-        ...
-
-    async def read_events(
-        self, after: str | None, key: str | None, limit: int
-    ) -> tuple[list[EventRecord], str]:
-        """Up to ``limit`` events after cursor ``after`` (an event id, or a cursor this method
-        returned), oldest first, only ``key``'s with ``key`` (read through that key's own
-        index), and the cursor to read on from. ``after=None`` reads nothing and returns the
-        cursor after the newest event. Every event returned is final: no event with a smaller
-        id can appear later. Raises ``EventsTrimmed`` when events after ``after`` were deleted
-        by retention."""
-        ...
-
-    async def wait_for_events(self, after: str, key: str | None, timeout: float) -> None:
-        """Return soon after an event after cursor ``after`` may exist, or after ``timeout``
-        (best effort, like ``wait_for_work``)."""
-
-    # -- webhooks (duly.webhooks) ------------------------------------------------------------
-    async def store_webhook(self, hook: WebhookRecord) -> None:
-        """Store ``hook`` under its digest, atomically; ValueError (nothing stored) if that
-        digest is stored already. Webhooks stay until ``delete_webhook`` (no retention)."""
-        ...
-
-    async def get_webhook(self, digest: str) -> WebhookRecord | None:
-        """The webhook stored under ``digest``, or None (one lookup by key, never a scan)."""
-        ...
-
-    async def delete_webhook(self, digest: str) -> bool:
-        """Delete the webhook stored under ``digest``; False if there was none."""
-        ...
-
-
-@runtime_checkable
-class TransactionalBackend(Backend, Protocol):
-    """A backend that can enqueue on the caller's own database connection, inside the caller's
-    transaction (PostgreSQL): the jobs exist iff that transaction commits."""
-
-    def enqueue_on(self, conn: Any, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
-        """Store ``jobs`` with the caller's (sync) connection, in its current transaction."""
-        ...
-
-    async def enqueue_on_async(self, conn: Any, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
-        """The async twin of ``enqueue_on``, for the caller's async connection."""
-        ...
-
-
-@runtime_checkable
-class HandoffBackend(Backend, Protocol):
-    """A backend that can hand a new job straight to an idle worker process (Redis, one
-    server): the enqueue that stores the job also claims it for that worker, atomically, and
-    the worker's wait returns it, saving the wake-up hop and the claim round trip.
-
-    At-least-once holds as for a claim: a handed job is ``running`` under the worker and its
-    lease from the moment it is stored, so if the worker dies before running it, recovery
-    requeues it when the lease lapses.
-    """
-
-    #: Whether this backend hands jobs off now (a Redis cluster or Sentinel does not: its
-    #: workers claim and wait as on any other backend).
-    handoff: bool
-
-    async def claim_idle(
-        self,
-        worker: str,
-        queues: Sequence[str],
-        limit: int,
-        now: float,
-        lease_until: float,
-        idle_for: float,
-        withdraw: bool = True,
-    ) -> list[JobRecord]:
-        """``claim``, first (with ``withdraw``) withdrawing ``worker``'s idle registration and
-        taking the jobs already handed to it (they count against ``limit``); a worker whose
-        last ``claim_idle`` took something (and did not fail) is not registered, holds no
-        handed job and may skip that. When nothing was taken and
-        ``limit`` > 0, ``worker`` is registered idle on ``queues`` for ``idle_for`` seconds:
-        until its next ``claim_idle`` or ``withdraw``, an enqueue may hand it one plain job
-        (no unique key, no gate, not scheduled, not in a group) of those queues with a lease
-        until ``lease_until + idle_for``. A registration is used once, and never after it
-        lapsed."""
-        ...
-
-    async def wait_for_handoff(
-        self, worker: str, queues: Sequence[str], timeout: float, stop: asyncio.Event
-    ) -> list[JobRecord]:
-        """``wait_for_work`` for a worker registered by ``claim_idle``, returning early when
-        ``stop`` is set; returns the jobs handed to ``worker`` meanwhile (to run like claimed
-        ones), else []. Never drops a handed job it read. Only while ``handoff`` is true."""
-        ...
-
-    async def withdraw(self, worker: str, queues: Sequence[str]) -> list[JobRecord]:
-        """End ``worker``'s idle registration (a stopping worker) and return the jobs handed to
-        it that it has not taken yet; the caller runs them or hands them back."""
         ...

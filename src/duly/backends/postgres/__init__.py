@@ -41,13 +41,14 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from duly._errors import BackendUnavailable
-from duly._freshness_state import FreshnessRequest, ScopeState
 from duly._limits import gcra_slots
 from duly._records import (
     ID_CEILING,
     STATS_RETENTION,
+    EnqueueResult,
     JobFilter,
     JobRecord,
+    NewJob,
     Outcome,
     QueueStats,
     RateRequest,
@@ -55,22 +56,46 @@ from duly._records import (
     StatRow,
     WorkerRecord,
 )
-from duly.backends.base import TransactionalBackend
-from duly.backends.postgres import _freshness, _rows
-from duly.backends.postgres._webhooks import Webhooks
+from duly.backends.base import Backend
+from duly.backends.postgres import _rows
+from duly.backends.postgres._enqueue import Enqueuing
+from duly.backends.postgres._events import PostgresEvents, purge_groups_events
+from duly.backends.postgres._freshness import PostgresFreshness
+from duly.backends.postgres._groups import PostgresGroups
+from duly.backends.postgres._webhooks import PostgresWebhooks
 
 __all__ = ["PostgresBackend"]
 
 
-class PostgresBackend(Webhooks):
+class PostgresBackend(Enqueuing):
     """duly's storage in one PostgreSQL schema (``schema``, created if missing).
 
     ``url`` is a libpq URL or DSN (``postgresql://user@host:5432/db``). ``open()`` applies the
     pending migrations unless ``auto_migrate`` is False (then run ``duly migrate`` first).
     ``max_connections`` bounds each pool. The constructor, ``open`` and ``close`` are those of
-    ``Connections`` (``_pool.py``); enqueue is ``Enqueuing`` (``_enqueue.py``); groups and
-    events are ``Grouping`` (``_groups.py``).
+    ``Connections`` (``_pool.py``); enqueue is ``Enqueuing`` (``_enqueue.py``).
     """
+
+    def __init__(
+        self,
+        url: str,
+        schema: str = "duly",
+        *,
+        auto_migrate: bool = True,
+        max_connections: int = 10,
+    ) -> None:
+        super().__init__(url, schema, auto_migrate=auto_migrate, max_connections=max_connections)
+        # Capabilities (duly.backends.capability): one object each, over this pool.
+        self.freshness = PostgresFreshness(self)
+        self.groups = PostgresGroups(self)
+        self.events = PostgresEvents(self)
+        self.webhooks = PostgresWebhooks(self)
+        self.transactional = PostgresTransactional(self)
+
+    async def close(self) -> None:
+        """Close the events LISTEN connection, the LISTEN connection and the pool."""
+        await self.events.close()
+        await super().close()
 
     def __repr__(self) -> str:
         return f"PostgresBackend({self._where!r}, schema={self.schema!r})"
@@ -326,7 +351,7 @@ class PostgresBackend(Webhooks):
         row = await self._one("purge", params, retry=True)
         assert row is not None
         async with self._conn() as conn:
-            await self._purge_groups_events(conn, now, keep)
+            await purge_groups_events(self, conn, now, keep)
         return int(row[0])
 
     # -- introspection -----------------------------------------------------------------------
@@ -350,54 +375,28 @@ class PostgresBackend(Webhooks):
     async def queue_stats(self) -> list[QueueStats]:
         return await self._all("queue_stats", rows=_rows.QUEUE_STATS)
 
-    # -- freshness (freshness.sql, migrations/0004_freshness.sql) ----------------------------
-    async def freshness_sync(
-        self, requests: Sequence[FreshnessRequest], now: float
-    ) -> list[ScopeState]:
-        if not requests:
-            return []
-        row = await self._rows("fresh_sync", _freshness.sync_params(requests, now, self.channel))
-        return _freshness.sync_states(requests, row)
-
-    async def freshness_due(self, name: str, now: float, limit: int) -> list[str]:
-        params: dict[str, object] = {"name": name, "now": float(now), "limit": max(int(limit), 0)}
-        rows = await self._rows("fresh_due", params)
-        return [scope for (scope,) in rows]
-
-    async def freshness_stale_count(self, name: str, now: float) -> int:
-        [(count,)] = await self._rows("fresh_stale_count", {"name": name, "now": float(now)})
-        return int(count)
-
-    async def freshness_scope(self, name: str, scope: str) -> ScopeState | None:
-        rows = await self._rows("fresh_scope", {"name": name, "scope": scope})
-        return ScopeState.from_row(rows[0]) if rows else None
-
-    async def freshness_scopes(
-        self, name: str, now: float, stale_only: bool, limit: int
-    ) -> list[ScopeState]:
-        params: dict[str, object] = {
-            "name": name,
-            "top": float(now) if stale_only else 1e300,
-            "limit": max(int(limit), 0),
-        }
-        rows = await self._rows("fresh_scopes", params)
-        return [ScopeState.from_row(row) for row in rows]
-
-    async def _rows(self, name: str, params: dict[str, object]) -> list[Any]:
-        """Every row of one statement, as tuples (autocommit; run again after a deadlock)."""
-
-        async def run(conn: psycopg.AsyncConnection[Any]) -> list[Any]:
-            cur = await conn.execute(self._q[name], params)
-            return await cur.fetchall()
-
-        return await self._transaction(run, atomic=False)
-
     async def stats(self, since: float) -> list[StatRow]:
         first_minute = math.ceil(since / 60)
         return await self._all("stats", {"first_minute": first_minute}, rows=_rows.STATS)
 
 
+class PostgresTransactional:
+    """``duly.backends.transactional.TransactionalEnqueue`` on PostgreSQL
+    (``backend.transactional``): ``enqueue`` on the caller's connection (see ``_enqueue.py``)."""
+
+    def __init__(self, backend: PostgresBackend) -> None:
+        self._backend = backend
+
+    def enqueue(self, conn: Any, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
+        """Insert ``jobs`` with the caller's connection, inside its current transaction."""
+        return self._backend.enqueue_on(conn, jobs)
+
+    async def enqueue_async(self, conn: Any, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
+        """The async twin of ``enqueue``, for a ``psycopg.AsyncConnection``."""
+        return await self._backend.enqueue_on_async(conn, jobs)
+
+
 if TYPE_CHECKING:
 
-    def _conforms(backend: PostgresBackend) -> TransactionalBackend:
+    def _conforms(backend: PostgresBackend) -> Backend:
         return backend  # mypy proves PostgresBackend implements the protocol

@@ -3,22 +3,30 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from duly._records import WebhookRecord
-from duly.backends.postgres._groups import Grouping
 
-__all__ = ["Webhooks"]
+if TYPE_CHECKING:
+    from duly.backends.postgres import PostgresBackend
+
+__all__ = ["PostgresWebhooks"]
 
 
-class Webhooks(Grouping):
-    """``store_webhook``, ``get_webhook`` and ``delete_webhook``."""
+class PostgresWebhooks:
+    """``duly.backends.webhooks.WebhookStore`` on PostgreSQL (``backend.webhooks``)."""
 
-    async def store_webhook(self, hook: WebhookRecord) -> None:
-        if await self._one("insert_webhook", dataclasses.asdict(hook)) is None:
+    def __init__(self, backend: PostgresBackend) -> None:
+        self._backend = backend
+
+    async def store(self, hook: WebhookRecord) -> None:
+        """Insert the row; ValueError if the digest is taken."""
+        if await self._backend._one("insert_webhook", dataclasses.asdict(hook)) is None:
             raise ValueError("a webhook with this secret is already stored")
 
-    async def get_webhook(self, digest: str) -> WebhookRecord | None:
-        row = await self._one("get_webhook", {"digest": digest}, retry=True)
+    async def get(self, digest: str) -> WebhookRecord | None:
+        """The row, or None."""
+        row = await self._backend._one("get_webhook", {"digest": digest}, retry=True)
         if row is None:
             return None
         digest_, task, queue, payload, key, priority, delay, created_at = row
@@ -26,5 +34,8 @@ class Webhooks(Grouping):
             digest_, task, queue, bytes(payload), key, int(priority), float(delay), created_at
         )
 
-    async def delete_webhook(self, digest: str) -> bool:
-        return await self._one("delete_webhook", {"digest": digest}, retry=True) is not None
+    async def delete(self, digest: str) -> bool:
+        """Delete the row; False if there was none."""
+        return (
+            await self._backend._one("delete_webhook", {"digest": digest}, retry=True) is not None
+        )

@@ -18,24 +18,17 @@ than ``limit`` (never a scan of the whole keyspace).
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Sequence
 from contextlib import suppress
 from typing import Final, cast
 
-from redis.asyncio import Redis
-
-from duly._freshness_state import FreshnessRequest, ScopeState
 from duly._records import (
     FINISHED_STATUSES,
     STATS_RETENTION,
     EnqueueResult,
-    EventRecord,
-    GroupRecord,
     JobFilter,
     JobRecord,
-    NewGroup,
     NewJob,
     Outcome,
     QueueStats,
@@ -43,11 +36,10 @@ from duly._records import (
     Recovered,
     StatRow,
     StorageFormat,
-    WebhookRecord,
     WorkerRecord,
 )
 from duly.backends._urls import redact_url
-from duly.backends.redis import _codec, _freshness, _streams, _webhooks
+from duly.backends.redis import _codec
 from duly.backends.redis._connection import (
     UNAVAILABLE,
     BlockingConnections,
@@ -56,12 +48,16 @@ from duly.backends.redis._connection import (
     make_client,
 )
 from duly.backends.redis._durable import Durability
+from duly.backends.redis._events import RedisEvents
 from duly.backends.redis._format import Formats
-from duly.backends.redis._handoff import Inbox
+from duly.backends.redis._freshness import RedisFreshness
+from duly.backends.redis._groups import RedisGroups
+from duly.backends.redis._handoff import RedisHandoff
 from duly.backends.redis._keys import Keyspace
 from duly.backends.redis._scripts import Scripts
 from duly.backends.redis._topology import Topology
 from duly.backends.redis._wake import Wake
+from duly.backends.redis._webhooks import RedisWebhooks
 
 __all__ = ["LIST_SCAN_BOUND", "RedisBackend"]
 
@@ -91,9 +87,13 @@ class RedisBackend:
         self._loaded = False
         self._blocking = BlockingConnections(self.topology)
         self._wake = Wake(self.keys.wake, self._safe_url)
-        #: Direct hand-off (handoff.py) on one server; a cluster or Sentinel only wakes.
-        self.handoff = self.topology.kind == "server"
-        self._inboxes: dict[str, Inbox] = {}
+        # Capabilities (duly.backends.capability): one object each, over this client.
+        self.freshness = RedisFreshness(self)
+        self.groups = RedisGroups(self)
+        self.events = RedisEvents(self)
+        self.webhooks = RedisWebhooks(self)
+        #: Direct hand-off (``_handoff.py``) on one server; a cluster or Sentinel only wakes.
+        self.handoff = RedisHandoff(self) if self.topology.kind == "server" else None
         self._formats = Formats(self.keys, f"Redis namespace {namespace!r} at {self._safe_url}")
 
     def __repr__(self) -> str:
@@ -133,9 +133,8 @@ class RedisBackend:
 
     async def close(self) -> None:
         await self._wake.stop()
-        inboxes, self._inboxes = list(self._inboxes.values()), {}
-        for inbox in inboxes:
-            await inbox.close()
+        if self.handoff is not None:
+            await self.handoff.close()
         client, self._client = self._client, None
         self._loaded = False
         if client is not None:
@@ -213,61 +212,6 @@ class RedisBackend:
             )
         now, lease_until = float(now), float(lease_until)
         return [_codec.claimed(job_id, row, worker, now, lease_until) for job_id, row in rows]
-
-    async def claim_idle(
-        self,
-        worker: str,
-        queues: Sequence[str],
-        limit: int,
-        now: float,
-        lease_until: float,
-        idle_for: float,
-        withdraw: bool = True,
-    ) -> list[JobRecord]:
-        if not self.handoff:
-            return await self.claim(worker, queues, limit, now, lease_until)
-        if not queues:
-            return []
-        idle = (idle_for, float(lease_until) + idle_for, withdraw)
-        with guard(self._safe_url, "claim"):
-            handed, rows = await self._scripts.claim(
-                self._redis, worker, queues, max(limit, 0), now, lease_until, idle
-            )
-        now, lease_until = float(now), float(lease_until)
-        return [_codec.handed(row, worker) for row in handed] + [
-            _codec.claimed(job_id, row, worker, now, lease_until) for job_id, row in rows
-        ]
-
-    async def wait_for_handoff(
-        self, worker: str, queues: Sequence[str], timeout: float, stop: asyncio.Event
-    ) -> list[JobRecord]:
-        client = self._redis
-        if stop.is_set():
-            return []
-        if not self.handoff:  # the worker waits with wait_for_work then (HandoffBackend)
-            raise RuntimeError("no hand-off on a Redis cluster or Sentinel: use wait_for_work")
-        inbox = self._inboxes.get(worker)
-        if inbox is None:
-            inbox = self._inboxes[worker] = Inbox(self.keys.inbox(worker))
-        with guard(self._safe_url, "wait_for_work"):
-            if await self._wake.woken(client, queues):
-                return []
-            wake = self._wake.wait(client, queues, timeout)
-            # one server (self.handoff): a plain client, not a cluster's
-            row = await inbox.wait(cast(Redis, client), [wake, stop.wait()], timeout)
-        return [] if row is None else [_codec.handed(row, worker)]
-
-    async def withdraw(self, worker: str, queues: Sequence[str]) -> list[JobRecord]:
-        inbox = self._inboxes.pop(worker, None)
-        if inbox is not None:
-            await inbox.close()
-        if not self.handoff or not queues:
-            return []
-        with guard(self._safe_url, "withdraw"):
-            handed, _ = await self._scripts.claim(
-                self._redis, worker, queues, 0, 0.0, 0.0, (0.001, 0.0, True)
-            )
-        return [_codec.handed(row, worker) for row in handed]
 
     async def heartbeat(
         self, worker: str, job_ids: Sequence[str], now: float, lease_until: float
@@ -352,47 +296,6 @@ class RedisBackend:
                 self._redis, now, max(limit, 0), cutoff, now - keep, keep
             )
 
-    # -- groups and events -----------------------------------------------------------------
-    async def enqueue_group(self, group: NewGroup, members: Sequence[NewJob]) -> None:
-        jobs = [*members, group.callback] if group.callback is not None else list(members)
-        with guard(self._safe_url, "enqueue_group"):
-            if self.durability is None:
-                found = await self._scripts.enqueue_group(self._redis, group, jobs)
-            else:
-                [reply] = await self.durability.enqueue(
-                    self._scripts, self._redis, jobs, self._safe_url, group
-                )
-                found = self._scripts.collect_group(jobs, reply)
-        if any(f is not None for f in found):
-            raise ValueError(f"group {group.id!r}: a job id of it is already stored")
-
-    # -- webhooks (_webhooks.py) ------------------------------------------------------------
-    async def store_webhook(self, hook: WebhookRecord) -> None:
-        with guard(self._safe_url, "store_webhook"):
-            await _webhooks.store_webhook(self._redis, self.keys, hook)
-
-    async def get_webhook(self, digest: str) -> WebhookRecord | None:
-        with guard(self._safe_url, "get_webhook"):
-            return await _webhooks.get_webhook(self._redis, self.keys, digest)
-
-    async def delete_webhook(self, digest: str) -> bool:
-        with guard(self._safe_url, "delete_webhook"):
-            return await _webhooks.delete_webhook(self._redis, self.keys, digest)
-
-    async def get_group(self, group_id: str) -> GroupRecord | None:
-        with guard(self._safe_url, "get_group"):
-            return await _streams.get_group(self._redis, self.keys, group_id)
-
-    async def read_events(
-        self, after: str | None, key: str | None, limit: int
-    ) -> tuple[list[EventRecord], str]:
-        with guard(self._safe_url, "read_events"):
-            return await _streams.read_events(self._redis, self.keys, after, key, limit)
-
-    async def wait_for_events(self, after: str, key: str | None, timeout: float) -> None:
-        with guard(self._safe_url, "wait_for_events"):
-            await _streams.wait_for_events(self._redis, self.keys, after, key, timeout)
-
     # -- introspection ---------------------------------------------------------------------
     async def get_job(self, job_id: str) -> JobRecord | None:
         with guard(self._safe_url, "get_job"):
@@ -442,43 +345,6 @@ class RedisBackend:
                 *ready, counts = await pipe.execute()
             ages = await self._scripts.queue_ages(client, names)
         return _codec.queue_stats(names, ready, counts, ages)
-
-    # -- freshness (freshness.lua, freshness_scopes.lua; parsed by _freshness.py) --------------
-    async def freshness_sync(
-        self, requests: Sequence[FreshnessRequest], now: float
-    ) -> list[ScopeState]:
-        if not requests:
-            return []
-        with guard(self._safe_url, "freshness"):
-            reply = await self._scripts.freshness(self._redis, requests, now)
-        return _freshness.sync_states(requests, reply)
-
-    async def freshness_due(self, name: str, now: float, limit: int) -> list[str]:
-        with guard(self._safe_url, "freshness"):
-            reply = await self._scripts.freshness_scopes(
-                self._redis, "due", name, now, False, max(int(limit), 0)
-            )
-        return _freshness.due_scopes(reply)
-
-    async def freshness_scope(self, name: str, scope: str) -> ScopeState | None:
-        fields = ("ms", "ls", "la", "nf", "le", "nd", "rb", "j")
-        with guard(self._safe_url, "freshness"):
-            row = await self._redis.hmget(self.keys.fresh(name, scope), fields)
-        return _freshness.scope_row(name, scope, row)
-
-    async def freshness_stale_count(self, name: str, now: float) -> int:
-        with guard(self._safe_url, "freshness"):
-            reply = await self._scripts.freshness_scopes(self._redis, "count", name, now, True, 0)
-        return int(cast(int, reply))
-
-    async def freshness_scopes(
-        self, name: str, now: float, stale_only: bool, limit: int
-    ) -> list[ScopeState]:
-        with guard(self._safe_url, "freshness"):
-            reply = await self._scripts.freshness_scopes(
-                self._redis, "scopes", name, now, stale_only, max(int(limit), 0)
-            )
-        return _freshness.scope_rows(name, reply)
 
     async def stats(self, since: float) -> list[StatRow]:
         k = self.keys

@@ -1,4 +1,4 @@
-"""The event stream and group records of the Redis backend: reads only (the scripts write).
+"""The event stream of the Redis backend: reads only (the scripts write).
 
 Events are numbered 1, 2, 3... per namespace (``ev:n`` is the last number); a script writes
 its events as one ``ev`` entry per 1000 (see "Events" in ``lua/_common.lua``): entry id
@@ -14,16 +14,19 @@ for longer than the retention reports it too (it cannot tell).
 
 from __future__ import annotations
 
-from typing import Final, cast
+from typing import TYPE_CHECKING, Final, cast
 
 import msgspec
 
 from duly._errors import EventsTrimmed
-from duly._records import STATUSES, EventRecord, GroupRecord
-from duly.backends.redis._connection import Client
+from duly._records import STATUSES, EventRecord
+from duly.backends.redis._connection import Client, guard
 from duly.backends.redis._keys import Keyspace
 
-__all__ = ["EVENTS_KEPT", "get_group", "parse_event_id", "read_events", "wait_for_events"]
+if TYPE_CHECKING:
+    from duly.backends.redis import RedisBackend
+
+__all__ = ["EVENTS_KEPT", "RedisEvents", "parse_event_id"]
 
 #: Events kept at least (``EVENTS_KEPT`` in lua/_common.lua).
 EVENTS_KEPT: Final = 100_000
@@ -140,20 +143,22 @@ async def wait_for_events(
     )
 
 
-async def get_group(client: Client, keys: Keyspace, group_id: str) -> GroupRecord | None:
-    """See ``Backend.get_group``."""
-    raw = cast(dict[bytes, bytes], await client.hgetall(keys.group(group_id)))
-    if not raw:
-        return None
-    done, key = raw.get(b"done"), raw.get(b"k")
-    return GroupRecord(
-        id=group_id,
-        key=None if key is None else key.decode(),
-        created_at=float(raw[b"at"]),
-        total=int(raw[b"n"]),
-        succeeded=int(raw.get(b"succeeded", 0)),
-        failed=int(raw.get(b"failed", 0)),
-        cancelled=int(raw.get(b"cancelled", 0)),
-        completed_at=None if done is None else float(done),
-        has_callback=b"cb" in raw,
-    )
+class RedisEvents:
+    """``duly.backends.events.EventStore`` on Redis (``backend.events``)."""
+
+    def __init__(self, backend: RedisBackend) -> None:
+        self._backend = backend
+
+    async def read(
+        self, after: str | None, key: str | None, limit: int
+    ) -> tuple[list[EventRecord], str]:
+        """Events after ``after``, oldest first (see the module docstring)."""
+        b = self._backend
+        with guard(b._safe_url, "read_events"):
+            return await read_events(b._redis, b.keys, after, key, limit)
+
+    async def wait(self, after: str, key: str | None, timeout: float) -> None:
+        """Block on the stream (``XREAD BLOCK``) until an event after ``after`` may exist."""
+        b = self._backend
+        with guard(b._safe_url, "wait_for_events"):
+            await wait_for_events(b._redis, b.keys, after, key, timeout)

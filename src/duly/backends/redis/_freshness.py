@@ -1,13 +1,18 @@
-"""Freshness replies of the Redis backend (freshness.lua, freshness_scopes.lua) as records."""
+"""Freshness on Redis: ``freshness.lua`` applies requests, ``freshness_scopes.lua`` reads the due
+index and the scopes; their replies become records here."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from duly._freshness_state import FreshnessRequest, ScopeState
+from duly.backends.redis._connection import guard
 
-__all__ = ["due_scopes", "scope_row", "scope_rows", "sync_states"]
+if TYPE_CHECKING:
+    from duly.backends.redis import RedisBackend
+
+__all__ = ["RedisFreshness"]
 
 
 def _text(value: Any) -> str | None:
@@ -64,3 +69,52 @@ def scope_row(name: str, scope: str, row: Sequence[Any]) -> ScopeState | None:
 def due_scopes(reply: list[Any]) -> list[str]:
     """freshness_scopes.lua's reply in ``due`` mode: the scopes."""
     return [_text(scope) or "" for scope in reply]
+
+
+class RedisFreshness:
+    """``duly.backends.freshness.FreshnessStore`` on Redis (``backend.freshness``)."""
+
+    def __init__(self, backend: RedisBackend) -> None:
+        self._backend = backend
+
+    async def sync(self, requests: Sequence[FreshnessRequest], now: float) -> list[ScopeState]:
+        """Apply the requests in one script call."""
+        if not requests:
+            return []
+        b = self._backend
+        with guard(b._safe_url, "freshness"):
+            reply = await b._scripts.freshness(b._redis, requests, now)
+        return sync_states(requests, reply)
+
+    async def due(self, name: str, now: float, limit: int) -> list[str]:
+        """The due scopes, from the due index."""
+        b = self._backend
+        with guard(b._safe_url, "freshness"):
+            reply = await b._scripts.freshness_scopes(
+                b._redis, "due", name, now, False, max(int(limit), 0)
+            )
+        return due_scopes(reply)
+
+    async def scope(self, name: str, scope: str) -> ScopeState | None:
+        """One scope's hash (HMGET), or None."""
+        b = self._backend
+        fields = ("ms", "ls", "la", "nf", "le", "nd", "rb", "j")
+        with guard(b._safe_url, "freshness"):
+            row = await b._redis.hmget(b.keys.fresh(name, scope), fields)
+        return scope_row(name, scope, row)
+
+    async def stale_count(self, name: str, now: float) -> int:
+        """The stale scopes, counted by the script."""
+        b = self._backend
+        with guard(b._safe_url, "freshness"):
+            reply = await b._scripts.freshness_scopes(b._redis, "count", name, now, True, 0)
+        return int(cast(int, reply))
+
+    async def scopes(self, name: str, now: float, stale_only: bool, limit: int) -> list[ScopeState]:
+        """The scopes, earliest stale first."""
+        b = self._backend
+        with guard(b._safe_url, "freshness"):
+            reply = await b._scripts.freshness_scopes(
+                b._redis, "scopes", name, now, stale_only, max(int(limit), 0)
+            )
+        return scope_rows(name, reply)

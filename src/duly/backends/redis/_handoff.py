@@ -11,14 +11,21 @@ popped for this worker is always read, never dropped with a cancelled command.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from contextlib import suppress
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
 
-__all__ = ["Inbox"]
+from duly._records import JobRecord
+from duly.backends.redis import _codec
+from duly.backends.redis._connection import guard
+
+if TYPE_CHECKING:
+    from duly.backends.redis import RedisBackend
+
+__all__ = ["Inbox", "RedisHandoff"]
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
@@ -97,3 +104,75 @@ class Inbox:
         if conn is not None:
             with suppress(Exception):
                 await conn.disconnect()
+
+
+class RedisHandoff:
+    """``duly.backends.handoff.Handoff`` on one Redis server (``backend.handoff``; None on a
+    cluster or Sentinel, whose workers only wake)."""
+
+    def __init__(self, backend: RedisBackend) -> None:
+        self._backend = backend
+        self._inboxes: dict[str, Inbox] = {}
+
+    async def claim_idle(
+        self,
+        worker: str,
+        queues: Sequence[str],
+        limit: int,
+        now: float,
+        lease_until: float,
+        idle_for: float,
+        withdraw: bool = True,
+    ) -> list[JobRecord]:
+        """claim.lua with the idle registration (see the protocol)."""
+        if not queues:
+            return []
+        b = self._backend
+        idle = (idle_for, float(lease_until) + idle_for, withdraw)
+        with guard(b._safe_url, "claim"):
+            handed, rows = await b._scripts.claim(
+                b._redis, worker, queues, max(limit, 0), now, lease_until, idle
+            )
+        now, lease_until = float(now), float(lease_until)
+        return [_codec.handed(row, worker) for row in handed] + [
+            _codec.claimed(job_id, row, worker, now, lease_until) for job_id, row in rows
+        ]
+
+    async def wait(
+        self, worker: str, queues: Sequence[str], timeout: float, stop: asyncio.Event
+    ) -> list[JobRecord]:
+        """BLPOP on the worker's inbox, cut short by a wake-up or ``stop``."""
+        if stop.is_set():
+            return []
+        b = self._backend
+        client = b._redis
+        inbox = self._inboxes.get(worker)
+        if inbox is None:
+            inbox = self._inboxes[worker] = Inbox(b.keys.inbox(worker))
+        with guard(b._safe_url, "wait_for_work"):
+            if await b._wake.woken(client, queues):
+                return []
+            wake = b._wake.wait(client, queues, timeout)
+            # one server (only then is there a hand-off): a plain client, not a cluster's
+            row = await inbox.wait(cast(Redis, client), [wake, stop.wait()], timeout)
+        return [] if row is None else [_codec.handed(row, worker)]
+
+    async def withdraw(self, worker: str, queues: Sequence[str]) -> list[JobRecord]:
+        """claim.lua with limit 0: withdraw the registration, take what was handed."""
+        inbox = self._inboxes.pop(worker, None)
+        if inbox is not None:
+            await inbox.close()
+        if not queues:
+            return []
+        b = self._backend
+        with guard(b._safe_url, "withdraw"):
+            handed, _ = await b._scripts.claim(
+                b._redis, worker, queues, 0, 0.0, 0.0, (0.001, 0.0, True)
+            )
+        return [_codec.handed(row, worker) for row in handed]
+
+    async def close(self) -> None:
+        """Close every inbox's connection."""
+        inboxes, self._inboxes = list(self._inboxes.values()), {}
+        for inbox in inboxes:
+            await inbox.close()

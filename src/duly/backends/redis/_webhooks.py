@@ -4,14 +4,18 @@ the record. Each primitive is one command (HSETNX, HGET, HDEL), so each is atomi
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
 from duly._records import WebhookRecord
+from duly.backends.redis._connection import guard
 from duly.backends.redis._keys import Keyspace
 
-__all__ = ["delete_webhook", "get_webhook", "store_webhook"]
+if TYPE_CHECKING:
+    from duly.backends.redis import RedisBackend
+
+__all__ = ["RedisWebhooks"]
 
 _FIELDS = [f.name for f in dataclasses.fields(WebhookRecord)]
 
@@ -35,3 +39,28 @@ async def get_webhook(client: Any, keys: Keyspace, digest: str) -> WebhookRecord
 async def delete_webhook(client: Any, keys: Keyspace, digest: str) -> bool:
     """HDEL the record; False if there was none."""
     return bool(await client.hdel(keys.webhooks, digest))
+
+
+class RedisWebhooks:
+    """``duly.backends.webhooks.WebhookStore`` on Redis (``backend.webhooks``)."""
+
+    def __init__(self, backend: RedisBackend) -> None:
+        self._backend = backend
+
+    async def store(self, hook: WebhookRecord) -> None:
+        """HSETNX the record; ValueError if the digest is taken."""
+        b = self._backend
+        with guard(b._safe_url, "store_webhook"):
+            await store_webhook(b._redis, b.keys, hook)
+
+    async def get(self, digest: str) -> WebhookRecord | None:
+        """The record, or None."""
+        b = self._backend
+        with guard(b._safe_url, "get_webhook"):
+            return await get_webhook(b._redis, b.keys, digest)
+
+    async def delete(self, digest: str) -> bool:
+        """HDEL the record; False if there was none."""
+        b = self._backend
+        with guard(b._safe_url, "delete_webhook"):
+            return await delete_webhook(b._redis, b.keys, digest)

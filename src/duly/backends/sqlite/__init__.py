@@ -33,15 +33,11 @@ from collections.abc import Callable, Sequence
 from typing import Final, TypeVar
 
 from duly._errors import BackendUnavailable, ConfigurationError
-from duly._freshness_state import FreshnessRequest, ScopeState
 from duly._records import (
     STATS_RETENTION,
     EnqueueResult,
-    EventRecord,
-    GroupRecord,
     JobFilter,
     JobRecord,
-    NewGroup,
     NewJob,
     Outcome,
     QueueStats,
@@ -49,7 +45,6 @@ from duly._records import (
     Recovered,
     StatRow,
     StorageFormat,
-    WebhookRecord,
     WorkerRecord,
 )
 from duly.backends.sqlite import (
@@ -57,12 +52,9 @@ from duly.backends.sqlite import (
     _concurrency,
     _connection,
     _enqueue,
-    _freshness,
-    _groups,
     _introspection,
     _maintenance,
     _outcomes,
-    _webhooks,
 )
 from duly.backends.sqlite._connection import (
     Checkpointer,
@@ -71,17 +63,18 @@ from duly.backends.sqlite._connection import (
     path_from_url,
     unavailable,
 )
+from duly.backends.sqlite._events import SqliteEvents
+from duly.backends.sqlite._freshness import SqliteFreshness
+from duly.backends.sqlite._groups import SqliteGroups
 from duly.backends.sqlite._thread import SqliteThread
 from duly.backends.sqlite._tx import QUERIES as _QUERIES
 from duly.backends.sqlite._tx import migrate as _migrate
 from duly.backends.sqlite._tx import storage_format as _storage_format
 from duly.backends.sqlite._tx import write as _write
 from duly.backends.sqlite._wakeup import WorkSignal
+from duly.backends.sqlite._webhooks import SqliteWebhooks
 
 __all__ = ["SqliteBackend"]
-
-#: Seconds between two looks for new events of a waiting events reader.
-_EVENTS_POLL: Final = 0.05
 
 T = TypeVar("T")
 
@@ -113,6 +106,11 @@ class SqliteBackend:
         self._signal = WorkSignal(self.path)  # wait_for_work's wake-ups
         #: Queues whose last claim met a gated job: their claims take the claim statement.
         self._gated_queues: set[str] = set()
+        # Capabilities (duly.backends.capability): one object each, over this connection.
+        self.freshness = SqliteFreshness(self)
+        self.groups = SqliteGroups(self)
+        self.events = SqliteEvents(self)
+        self.webhooks = SqliteWebhooks(self)
 
     def __repr__(self) -> str:
         return f"SqliteBackend({self.url!r})"
@@ -391,39 +389,6 @@ class SqliteBackend:
             lambda conn: conn.execute(_QUERIES["write_raw_payload"], params), "write_raw_payload"
         )
 
-    # -- groups and events (triggers of migration 0004 write them) -----------------------
-    async def enqueue_group(self, group: NewGroup, members: Sequence[NewJob]) -> None:
-        """Store a group, its members and its waiting callback in one transaction."""
-        await self._transaction(_groups.enqueue_group_tx(group, members), "enqueue_group")
-        self._signal.note_local_change()
-
-    async def get_group(self, group_id: str) -> GroupRecord | None:
-        """One group by id, or None."""
-        return await self._run(_groups.get_group(group_id), "get_group")
-
-    async def read_events(
-        self, after: str | None, key: str | None, limit: int
-    ) -> tuple[list[EventRecord], str]:
-        """Events after ``after`` in id order (one key's through events_key)."""
-        if after is None:
-            return [], str(await self._run(_groups.newest_event(None), "read_events"))
-        position = _groups.parse_event_id(after)
-        events = await self._run(_groups.read_events(position, key, limit), "read_events")
-        return events, events[-1].id if events else str(position)
-
-    async def wait_for_events(self, after: str, key: str | None, timeout: float) -> None:
-        """Poll the newest event id (cheap: the end of an index) until it passes ``after``."""
-        position = _groups.parse_event_id(after)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout, 0.0)
-        while True:
-            if await self._run(_groups.newest_event(key), "wait_for_events") > position:
-                return
-            left = deadline - loop.time()
-            if left <= 0:
-                return
-            await asyncio.sleep(min(_EVENTS_POLL, left))
-
     # -- introspection ---------------------------------------------------------------------
     async def get_job(self, job_id: str) -> JobRecord | None:
         """One job by id, or None."""
@@ -439,51 +404,6 @@ class SqliteBackend:
         """Every queue ever enqueued to, with its active counts, by name."""
         return await self._run(_introspection.queue_stats, "queue_stats")
 
-    # -- freshness (_freshness.py) ---------------------------------------------------------
-    async def freshness_sync(
-        self, requests: Sequence[FreshnessRequest], now: float
-    ) -> list[ScopeState]:
-        """Apply freshness requests to their scopes in one transaction (see the protocol)."""
-        if not requests:
-            return []
-        states = await self._transaction(_freshness.sync_tx(requests, now), "freshness")
-        if any(state.enqueued for state in states):
-            self._signal.note_local_change()
-        return states
-
-    async def freshness_due(self, name: str, now: float, limit: int) -> list[str]:
-        """Up to ``limit`` scopes of ``name`` due at ``now``, earliest first."""
-        return await self._run(_freshness.due(name, now, max(int(limit), 0)), "freshness")
-
-    async def freshness_scope(self, name: str, scope: str) -> ScopeState | None:
-        """One scope's row, or None."""
-        return await self._run(_freshness.scope(name, scope), "freshness")
-
-    async def freshness_stale_count(self, name: str, now: float) -> int:
-        """How many scopes of ``name`` are stale at ``now``."""
-        return await self._run(_freshness.stale_count(name, now), "freshness")
-
-    async def freshness_scopes(
-        self, name: str, now: float, stale_only: bool, limit: int
-    ) -> list[ScopeState]:
-        """The scopes of ``name``, earliest stale first."""
-        read = _freshness.scopes(name, now, stale_only, max(int(limit), 0))
-        return await self._run(read, "freshness")
-
     async def stats(self, since: float) -> list[StatRow]:
         """Per-minute counters of minutes starting at or after ``since``."""
         return await self._run(_introspection.stats(since), "stats")
-
-    # -- webhooks (_webhooks.py) ------------------------------------------------------------
-    async def store_webhook(self, hook: WebhookRecord) -> None:
-        """Store a webhook under its digest; ValueError if the digest is taken."""
-        if not await self._transaction(_webhooks.store_webhook_tx(hook), "store_webhook"):
-            raise ValueError("a webhook with this secret is already stored")
-
-    async def get_webhook(self, digest: str) -> WebhookRecord | None:
-        """The webhook stored under ``digest``, or None."""
-        return await self._run(_webhooks.get_webhook(digest), "get_webhook")
-
-    async def delete_webhook(self, digest: str) -> bool:
-        """Delete the webhook under ``digest``; False if none."""
-        return await self._transaction(_webhooks.delete_webhook_tx(digest), "delete_webhook")

@@ -7,7 +7,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from duly._freshness_state import (
     NEVER,
@@ -21,7 +21,10 @@ from duly._freshness_state import (
 from duly.backends._sql import load_queries
 from duly.backends.sqlite._enqueue import enqueue_tx
 
-__all__ = ["due", "ended", "scopes", "stale_count", "sync_tx"]
+if TYPE_CHECKING:
+    from duly.backends.sqlite import SqliteBackend
+
+__all__ = ["SqliteFreshness", "ended"]
 
 QUERIES: Final = load_queries("duly.backends.sqlite", "freshness.sql")
 _ENDED: Final = frozenset({"succeeded", "failed", "retrying", "cancelled"})
@@ -139,7 +142,7 @@ def scopes(
     return read
 
 
-def scope(name: str, scope: str) -> Callable[[sqlite3.Connection], ScopeState | None]:
+def scope_row(name: str, scope: str) -> Callable[[sqlite3.Connection], ScopeState | None]:
     """Read: one scope's row, or None."""
 
     def read(conn: sqlite3.Connection) -> ScopeState | None:
@@ -162,3 +165,36 @@ def stale_count(name: str, now: float) -> Callable[[sqlite3.Connection], int]:
 def drop(conn: sqlite3.Connection) -> None:
     """Delete every scope (with the backend's drop)."""
     conn.execute(QUERIES["fresh_drop"])
+
+
+class SqliteFreshness:
+    """``duly.backends.freshness.FreshnessStore`` on SQLite (``backend.freshness``)."""
+
+    def __init__(self, backend: SqliteBackend) -> None:
+        self._backend = backend
+
+    async def sync(self, requests: Sequence[FreshnessRequest], now: float) -> list[ScopeState]:
+        """Apply freshness requests to their scopes in one transaction (see the protocol)."""
+        if not requests:
+            return []
+        states = await self._backend._transaction(sync_tx(requests, now), "freshness")
+        if any(state.enqueued for state in states):
+            self._backend._signal.note_local_change()
+        return states
+
+    async def due(self, name: str, now: float, limit: int) -> list[str]:
+        """Up to ``limit`` scopes of ``name`` due at ``now``, earliest first."""
+        return await self._backend._run(due(name, now, max(int(limit), 0)), "freshness")
+
+    async def scope(self, name: str, scope: str) -> ScopeState | None:
+        """One scope's row, or None."""
+        return await self._backend._run(scope_row(name, scope), "freshness")
+
+    async def stale_count(self, name: str, now: float) -> int:
+        """How many scopes of ``name`` are stale at ``now``."""
+        return await self._backend._run(stale_count(name, now), "freshness")
+
+    async def scopes(self, name: str, now: float, stale_only: bool, limit: int) -> list[ScopeState]:
+        """The scopes of ``name``, earliest stale first."""
+        read = scopes(name, now, stale_only, max(int(limit), 0))
+        return await self._backend._run(read, "freshness")

@@ -1,4 +1,4 @@
-"""Groups and events of SqliteBackend: the group's enqueue transaction and the reads.
+"""Groups of SqliteBackend: the group's enqueue transaction and the reads.
 
 The writing that must be atomic with job changes (an event per status change, a member's outcome
 counted once, the callback queued by the last one) is done by the triggers of
@@ -12,38 +12,17 @@ import json
 import math
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import TYPE_CHECKING
 
-from duly._errors import EventsTrimmed
-from duly._records import EventRecord, GroupRecord, NewGroup, NewJob
+from duly._records import GroupRecord, NewGroup, NewJob
 from duly.backends.sqlite._connection import statements
 from duly.backends.sqlite._enqueue import enqueue_tx
 from duly.backends.sqlite._tx import QUERIES
 
-__all__ = [
-    "enqueue_group_tx",
-    "get_group",
-    "newest_event",
-    "parse_event_id",
-    "purge_groups_events",
-    "read_events",
-]
+if TYPE_CHECKING:
+    from duly.backends.sqlite import SqliteBackend
 
-#: Events kept at most (purge deletes older ones, and those older than its ``keep``).
-EVENTS_KEPT: Final = 100_000
-#: Most events one purge deletes.
-_TRIM_BATCH: Final = 10_000
-
-
-def parse_event_id(event_id: str) -> int:
-    """The integer id of an event id of this backend; ValueError naming it otherwise."""
-    try:
-        value = int(event_id)
-    except ValueError:
-        raise ValueError(f"not an event id of this backend: {event_id!r}") from None
-    if value < 0:
-        raise ValueError(f"not an event id of this backend: {event_id!r}")
-    return value
+__all__ = ["SqliteGroups", "purge_groups"]
 
 
 def enqueue_group_tx(
@@ -93,45 +72,23 @@ def get_group(group_id: str) -> Callable[[sqlite3.Connection], GroupRecord | Non
     return read
 
 
-def newest_event(key: str | None) -> Callable[[sqlite3.Connection], int]:
-    """Reads the id of the newest event (of ``key``), 0 if none."""
-
-    def read(conn: sqlite3.Connection) -> int:
-        if key is None:
-            return int(conn.execute(QUERIES["events_head"]).fetchone()[0])
-        return int(conn.execute(QUERIES["key_events_newest"], {"key": key}).fetchone()[0])
-
-    return read
-
-
-def read_events(
-    after: int, key: str | None, limit: int
-) -> Callable[[sqlite3.Connection], list[EventRecord]]:
-    """Reads up to ``limit`` events after ``after``; EventsTrimmed if purge deleted some."""
-
-    def read(conn: sqlite3.Connection) -> list[EventRecord]:
-        [(upto,)] = conn.execute(QUERIES["events_trimmed_upto"])
-        if upto > after:
-            raise EventsTrimmed(f"events after {after} up to {upto} were trimmed (retention)")
-        if key is None:
-            rows = conn.execute(QUERIES["events_after"], {"after": after, "limit": limit})
-        else:
-            params = {"key": key, "after": after, "limit": limit}
-            rows = conn.execute(QUERIES["key_events_after"], params)
-        return [
-            EventRecord(str(eid), job_id, task, queue, k, status, at)
-            for eid, job_id, task, queue, k, status, at in rows
-        ]
-
-    return read
-
-
-def purge_groups_events(conn: sqlite3.Connection, now: float, keep: float) -> None:
-    """In purge's transaction: groups past their retention, and events beyond the bounds."""
+def purge_groups(conn: sqlite3.Connection, now: float) -> None:
+    """In purge's transaction: groups past their retention."""
     for statement in statements(QUERIES["purge_groups"]):
         conn.execute(statement, {"now": now})
-    params = {"keep_count": EVENTS_KEPT, "keep_age": keep, "limit": _TRIM_BATCH}
-    [(upto,)] = conn.execute(QUERIES["events_trim_bound"], params)
-    if upto > 0:
-        conn.execute(QUERIES["events_trim"], {"upto": upto})
-        conn.execute(QUERIES["events_trim_mark"], {"upto": upto})
+
+
+class SqliteGroups:
+    """``duly.backends.groups.GroupStore`` on SQLite (``backend.groups``)."""
+
+    def __init__(self, backend: SqliteBackend) -> None:
+        self._backend = backend
+
+    async def store(self, group: NewGroup, members: Sequence[NewJob]) -> None:
+        """Store a group, its members and its waiting callback in one transaction."""
+        await self._backend._transaction(enqueue_group_tx(group, members), "enqueue_group")
+        self._backend._signal.note_local_change()
+
+    async def get(self, group_id: str) -> GroupRecord | None:
+        """One group by id, or None."""
+        return await self._backend._run(get_group(group_id), "get_group")

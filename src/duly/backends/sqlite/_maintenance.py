@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Callable
 
 from duly._records import Recovered
-from duly.backends.sqlite import _concurrency, _freshness, _groups
+from duly.backends.sqlite import _concurrency, _events, _freshness, _groups
 from duly.backends.sqlite._connection import statements
 from duly.backends.sqlite._outcomes import bump_stats
 from duly.backends.sqlite._tx import QUERIES
@@ -86,7 +86,8 @@ def purge_tx(now: float, limit: int, keep: float) -> Callable[[sqlite3.Connectio
         conn.execute(QUERIES["purge_stats"], {"minute": old_minute})
         conn.execute(QUERIES["purge_workers"], {"cutoff": now - keep})
         conn.execute(QUERIES["purge_rates"], {"now": now})
-        _groups.purge_groups_events(conn, now, keep)
+        _groups.purge_groups(conn, now)
+        _events.purge_events(conn, keep)
         return deleted
 
     return purge

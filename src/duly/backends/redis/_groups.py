@@ -1,0 +1,61 @@
+"""Groups on Redis: the group's enqueue (one script with its members, ``enqueue.lua``) and its
+record (the ``grp:<id>`` hash the scripts keep, see ``lua/_common.lua``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
+
+from duly._records import GroupRecord, NewGroup, NewJob
+from duly.backends.redis._connection import Client, guard
+from duly.backends.redis._keys import Keyspace
+
+if TYPE_CHECKING:
+    from duly.backends.redis import RedisBackend
+
+__all__ = ["RedisGroups"]
+
+
+async def get_group(client: Client, keys: Keyspace, group_id: str) -> GroupRecord | None:
+    """See ``Backend.get_group``."""
+    raw = cast(dict[bytes, bytes], await client.hgetall(keys.group(group_id)))
+    if not raw:
+        return None
+    done, key = raw.get(b"done"), raw.get(b"k")
+    return GroupRecord(
+        id=group_id,
+        key=None if key is None else key.decode(),
+        created_at=float(raw[b"at"]),
+        total=int(raw[b"n"]),
+        succeeded=int(raw.get(b"succeeded", 0)),
+        failed=int(raw.get(b"failed", 0)),
+        cancelled=int(raw.get(b"cancelled", 0)),
+        completed_at=None if done is None else float(done),
+        has_callback=b"cb" in raw,
+    )
+
+
+class RedisGroups:
+    """``duly.backends.groups.GroupStore`` on Redis (``backend.groups``)."""
+
+    def __init__(self, backend: RedisBackend) -> None:
+        self._backend = backend
+
+    async def store(self, group: NewGroup, members: Sequence[NewJob]) -> None:
+        """Store the group with its members and callback in one script call."""
+        b = self._backend
+        jobs = [*members, group.callback] if group.callback is not None else list(members)
+        with guard(b._safe_url, "enqueue_group"):
+            if b.durability is None:
+                found = await b._scripts.enqueue_group(b._redis, group, jobs)
+            else:
+                [reply] = await b.durability.enqueue(b._scripts, b._redis, jobs, b._safe_url, group)
+                found = b._scripts.collect_group(jobs, reply)
+        if any(f is not None for f in found):
+            raise ValueError(f"group {group.id!r}: a job id of it is already stored")
+
+    async def get(self, group_id: str) -> GroupRecord | None:
+        """The group's hash, or None."""
+        b = self._backend
+        with guard(b._safe_url, "get_group"):
+            return await get_group(b._redis, b.keys, group_id)
