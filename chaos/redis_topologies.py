@@ -36,11 +36,24 @@ def _port_free(port: int) -> bool:
     return True
 
 
+def _ephemeral_low() -> int:
+    """The first port the kernel hands out to outgoing connections (Linux; 32768 elsewhere)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def _free_ports(count: int, bus: bool) -> list[int]:
     """``count`` consecutive free loopback ports (and their ``+ 10000`` twins when ``bus``),
-    from a random start so parallel test processes rarely race for the same ones."""
+    from a random start so parallel test processes rarely race for the same ones.
+
+    Every port lies below the kernel's ephemeral range: a port in it that is free when checked
+    can be taken by any outgoing connection (the test suite opens thousands) before the server
+    binds it, and the server then exits at once ("Address already in use")."""
+    ceiling = _ephemeral_low() - (10000 if bus else 0)
     for _ in range(200):
-        start = random.randrange(20000, 55000 - count)
+        start = random.randrange(10000, ceiling - count)
         ports = list(range(start, start + count))
         if all(_port_free(p) and (not bus or _port_free(p + 10000)) for p in ports):
             return ports
@@ -92,6 +105,10 @@ def _wait_replicated(primary: int, replicas: int, timeout: float = _STARTUP_TIME
     _wait(caught_up, f"the replicas of {primary} to catch up", timeout)
 
 
+class _ServerExited(Exception):
+    """The server process ended while we waited for it to answer."""
+
+
 class _Processes:
     """The redis-server processes of one topology, by port."""
 
@@ -118,17 +135,44 @@ class _Processes:
             *args,
         ]  # fmt: skip
         self.argv[port] = argv
-        self.procs[port] = subprocess.Popen(
-            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        _wait(lambda: _cli(port, "PING") == "PONG", f"redis-server on port {port}")
+        self._launch(port)
 
     def restart(self, port: int) -> None:
         """Start a killed process again with its own arguments (and its data directory)."""
-        self.procs[port] = subprocess.Popen(
-            self.argv[port], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        _wait(lambda: _cli(port, "PING") == "PONG", f"redis-server on port {port}")
+        self._launch(port)
+
+    def _launch(self, port: int) -> None:
+        """Start the process of ``port`` and wait until it answers; if it exits first, or never
+        answers, the error carries its exit code, stderr and the end of its log file."""
+        # stderr to a file, never a pipe nobody reads (a full pipe would block the server)
+        with open(self.root / str(port) / "stderr", "ab") as stderr:
+            proc = subprocess.Popen(self.argv[port], stdout=subprocess.DEVNULL, stderr=stderr)
+        self.procs[port] = proc
+
+        def answering() -> bool:
+            if proc.poll() is not None:
+                raise _ServerExited
+            return _cli(port, "PING") == "PONG"
+
+        try:
+            _wait(answering, f"redis-server on port {port}")
+        except (_ServerExited, RuntimeError) as exc:
+            raise RuntimeError(self._why_not_up(port, proc)) from exc
+
+    def _why_not_up(self, port: int, proc: subprocess.Popen[bytes]) -> str:
+        if proc.poll() is None:
+            state = f"still running but not answering PING after {_STARTUP_TIMEOUT:.0f} s"
+        else:
+            state = f"exited with code {proc.returncode}"
+        errors = self.root / str(port) / "stderr"
+        stderr = errors.read_bytes() if errors.exists() else b""
+        log = self.root / str(port) / "log"
+        tail = log.read_text(errors="replace").splitlines()[-15:] if log.exists() else []
+        lines = [f"redis-server on port {port} {state}", f"argv: {' '.join(self.argv[port])}"]
+        if stderr.strip():
+            lines.append("stderr: " + stderr.decode(errors="replace").strip())
+        lines.extend(["log (last lines):", *tail] if tail else ["log: (empty)"])
+        return "\n".join(lines)
 
     def kill(self, port: int) -> None:
         proc = self.procs[port]
