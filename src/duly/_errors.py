@@ -84,8 +84,10 @@ class DurabilityError(BackendUnavailable):
         super().__init__(message)
 
 
-class ConfigurationError(DulyError):
-    """duly is configured wrongly."""
+class ConfigurationError(DulyError, ValueError):
+    """duly is configured wrongly: an invalid option, name, URL or setting.
+
+    A ``ValueError`` too, so code written against the built-in error keeps working."""
 
 
 class StorageTooNew(DulyError):
