@@ -24,9 +24,14 @@ install: $(STAMP) $(VENV)/bin/promtool
 demo: install
 	$(VENV)/bin/duly demo
 
-## Install, then run every check and the whole default test suite.
-test: install lint typecheck
-	$(PY) -m pytest -m "not slow" -q -n 3
+## Install, then run every check and the whole default test suite: the unit tier first (no
+## service, seconds), then the rest on 3 workers that steal work from each other at the end.
+test: install unit lint typecheck
+	$(PY) -m pytest -m "not slow" -q -n 3 --dist worksteal --ignore=tests/unit
+
+## The pure rules alone (tests/unit): no backend, no service.
+unit: install
+	$(PY) -m pytest tests/unit -q
 
 lint: install
 	$(VENV)/bin/ruff check src tests examples bench chaos

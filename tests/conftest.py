@@ -58,3 +58,33 @@ def redis_cluster_url(request: pytest.FixtureRequest) -> str:
     require_service("redis-cluster")
     url: str = request.getfixturevalue("_local_cluster")
     return url
+
+
+# The files that take longest (``pytest --durations``), started first: under ``-n`` the run
+# ends when its slowest worker does, so a long test picked up last decides the wall time.
+# Order only: every test still runs. A file not listed keeps its place after these.
+_LONGEST_FIRST = (
+    "tests/conformance/test_protocol_group_machine.py",
+    "tests/conformance/test_protocol_concurrency_machine.py",
+    "tests/conformance/test_protocol_state_machine.py",
+    "tests/e2e/test_e2e_cli_errors.py",
+    "tests/e2e/test_e2e_cli.py",
+    "tests/examples/",
+    "tests/http/test_http_schemathesis.py",
+    "tests/e2e/",
+    "tests/chaos/",
+    "tests/backends/test_redis_concurrency.py",
+    "tests/docs/test_site.py",
+    "tests/dashboard/test_dashboard_browser.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return next(
+            (i for i, prefix in enumerate(_LONGEST_FIRST) if path.startswith(prefix)),
+            len(_LONGEST_FIRST),
+        )
+
+    items.sort(key=rank)  # stable: each file keeps its own order
