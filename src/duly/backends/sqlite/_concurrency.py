@@ -13,9 +13,10 @@ from collections.abc import Mapping, Sequence
 
 from duly._limits import gcra_slots
 from duly._records import RateRequest
-from duly.backends.sqlite._tx import QUERIES as _QUERIES
+from duly.backends.sqlite._connection import QUERIES as _QUERIES
+from duly.backends.sqlite._connection import SqliteConnection
 
-__all__ = ["free_gate_slots", "reserve_rate", "unique_holder"]
+__all__ = ["free_gate_slots", "reserve_rate", "reserve_rate_tx", "unique_holder"]
 
 
 def unique_holder(conn: sqlite3.Connection, unique_key: str, at: float) -> str | None:
@@ -48,7 +49,16 @@ def free_gate_slots(conn: sqlite3.Connection, gates: Mapping[str, int]) -> set[s
     return queues
 
 
-def reserve_rate(
+async def reserve_rate(
+    db: SqliteConnection, requests: Sequence[RateRequest], now: float
+) -> list[float]:
+    """``Backend.reserve_rate``: one GCRA slot per request, in order, in one transaction."""
+    if not requests:
+        return []
+    return await db.transaction(lambda conn: reserve_rate_tx(conn, requests, now), "reserve_rate")
+
+
+def reserve_rate_tx(
     conn: sqlite3.Connection, requests: Sequence[RateRequest], now: float
 ) -> list[float]:
     """Reserve the batch's rate slots inside the caller's write transaction (the GCRA itself

@@ -1,4 +1,4 @@
-"""Wake-ups of SqliteBackend.wait_for_work: what changed since the last claim began.
+"""Waking idle workers of SqliteBackend (``wait_for_work``): what changed since the last claim.
 
 No server notifies us: a ``ChangeWatcher`` thread polls ``PRAGMA data_version`` (commits of
 other connections), and the backend counts its own changes that made jobs claimable
@@ -8,11 +8,20 @@ other connections), and the backend counts its own changes that made jobs claima
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
+import threading
 from collections.abc import Awaitable, Callable
 
-from duly.backends.sqlite._connection import ChangeWatcher
+from duly.backends.sqlite._connection import POLL_INTERVAL, QUERIES
 
-__all__ = ["WorkSignal"]
+__all__ = ["ChangeWatcher", "WorkSignal", "data_version"]
+
+
+def data_version(conn: sqlite3.Connection) -> int:
+    """The database's ``PRAGMA data_version`` (what ``WorkSignal.wait`` compares)."""
+    value: int = conn.execute(QUERIES["data_version"]).fetchone()[0]
+    return value
 
 
 class WorkSignal:
@@ -87,3 +96,71 @@ class WorkSignal:
         # Consume what woke us: the next wait (without a claim) waits for something newer.
         self.claim_generation, self.claim_version = watcher.generation, None
         self.claim_local_changes = self.local_changes
+
+
+class ChangeWatcher:
+    """A thread that polls ``PRAGMA data_version`` on its own connection.
+
+    ``data_version`` changes when another connection (any process, or this process's writer)
+    commits; each change bumps ``generation`` and wakes the registered futures. The event loop
+    only sleeps on a future, so an idle worker costs one cheap query per ``POLL_INTERVAL``.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.generation = 0
+        self._lock = threading.Lock()
+        self._listeners: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
+        self._stop = threading.Event()
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="duly-sqlite-watch", daemon=True)
+
+    def start(self) -> None:
+        """Start polling; returns once the first version is read (or the read failed)."""
+        self._thread.start()
+        self._started.wait(5)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def listen(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> None:
+        with self._lock:
+            self._listeners.add((loop, future))
+
+    def unlisten(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> None:
+        with self._lock:
+            self._listeners.discard((loop, future))
+
+    def _run(self) -> None:
+        conn: sqlite3.Connection | None = None
+        last: int | None = None
+        try:
+            while not self._stop.is_set():
+                try:
+                    if conn is None:
+                        conn = sqlite3.connect(self.path, timeout=1.0, isolation_level=None)
+                    version = conn.execute("PRAGMA data_version").fetchone()[0]
+                except sqlite3.Error:  # the writer reports outages; keep trying quietly
+                    version = None
+                if version is not None and last is not None and version != last:
+                    self._changed()
+                last = version if version is not None else last
+                self._started.set()
+                self._stop.wait(POLL_INTERVAL)
+        finally:
+            self._started.set()
+            if conn is not None:
+                conn.close()
+
+    def _changed(self) -> None:
+        with self._lock:
+            self.generation += 1
+            listeners = list(self._listeners)
+        for loop, future in listeners:
+            with contextlib.suppress(RuntimeError):  # that loop is closed
+                loop.call_soon_threadsafe(_resolve, future)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
