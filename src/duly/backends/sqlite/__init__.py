@@ -24,7 +24,6 @@ queries) and ``migrations/`` (applied by ``migrate()``; ``schema.sql`` shows the
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from collections.abc import Sequence
 from typing import Final
@@ -176,19 +175,8 @@ class SqliteBackend:
 
     async def wait_for_work(self, queues: Sequence[str], timeout: float) -> None:
         """Return once another connection committed since the last claim began, or this
-        instance made jobs claimable, or after ``timeout``.
-
-        A watcher thread polls ``PRAGMA data_version`` every ``POLL_INTERVAL`` (no server to
-        notify us); the event loop just sleeps on a future. Queues are not told apart and any
-        commit counts, so a wake-up may be spurious; each change wakes one wait, not every
-        later one, so waiting again without claiming does not spin.
-        """
-        deadline = asyncio.get_running_loop().time() + max(timeout, 0.0)
-        await self._db.open()  # the watcher must never be the one creating the file
-        await self._signal.wait(deadline, self._data_version)
-
-    async def _data_version(self) -> int:
-        return await self._db.run(_wake.data_version, "wait_for_work")
+        instance made jobs claimable, or after ``timeout`` (any commit counts: see ``_wake``)."""
+        await _wake.wait_for_work(self._db, self._signal, timeout)
 
     # -- workers ---------------------------------------------------------------------------
     async def register_worker(self, worker: str, now: float, info: dict[str, object]) -> None:

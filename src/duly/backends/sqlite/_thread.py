@@ -12,6 +12,10 @@ transaction committed.
 Why not ``loop.run_in_executor``: under load the event loop's thread holds the GIL most of the
 time, and every hop costs GIL hand-offs. Here the results of everything run in one pass go back
 in one ``call_soon_threadsafe``.
+
+Every so many commits the thread kicks its ``Checkpointer``, a second thread that copies the WAL
+into the database file beside the writer (see there). This module knows nothing of the
+database's schema or URLs (``_connection`` opens the connections it is given).
 """
 
 from __future__ import annotations

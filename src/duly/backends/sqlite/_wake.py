@@ -13,9 +13,27 @@ import sqlite3
 import threading
 from collections.abc import Awaitable, Callable
 
-from duly.backends.sqlite._connection import POLL_INTERVAL, QUERIES
+from duly.backends.sqlite._connection import POLL_INTERVAL, QUERIES, SqliteConnection
 
-__all__ = ["ChangeWatcher", "WorkSignal", "data_version"]
+__all__ = ["ChangeWatcher", "WorkSignal", "data_version", "wait_for_work"]
+
+
+async def wait_for_work(db: SqliteConnection, signal: WorkSignal, timeout: float) -> None:
+    """``Backend.wait_for_work``: return once another connection committed since the last
+    claim began, or this instance made jobs claimable, or after ``timeout``.
+
+    A watcher thread polls ``PRAGMA data_version`` every ``POLL_INTERVAL`` (no server to
+    notify us); the event loop just sleeps on a future. Queues are not told apart and any
+    commit counts, so a wake-up may be spurious; each change wakes one wait, not every later
+    one, so waiting again without claiming does not spin.
+    """
+    deadline = asyncio.get_running_loop().time() + max(timeout, 0.0)
+    await db.open()  # the watcher must never be the one creating the file
+
+    async def version() -> int:
+        return await db.run(data_version, "wait_for_work")
+
+    await signal.wait(deadline, version)
 
 
 def data_version(conn: sqlite3.Connection) -> int:
