@@ -183,7 +183,7 @@ class SqliteTarget(Target):
         return {"bytes": float(await asyncio.to_thread(self._checkpointed_size))}
 
     async def explain(self, now: float) -> list[str]:
-        from duly.backends.sqlite import _QUERIES
+        from duly.backends.sqlite._connection import QUERIES as _QUERIES
 
         def plan() -> list[str]:
             conn = sqlite3.connect(self.path)

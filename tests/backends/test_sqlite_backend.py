@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from stored import write_raw_payload
 
 import duly.backends.sqlite._connection as sqlite_connection
 import duly.backends.sqlite._thread as sqlite_thread
@@ -357,7 +358,7 @@ def test_recover_quarantines_at_max_lost(db: Path) -> None:
         (claimed,) = await b.claim("w", ["default"], 1, t, t + 5)
         # an earlier error stays in the history
         errors = b'[{"type":"Boom","message":"x","traceback":"","at":1.0,"attempt":2}]'
-        await b.write_raw_payload(poison.id, b"still opaque")
+        await write_raw_payload(b, poison.id, b"still opaque")
         conn = sqlite3.connect(db)
         conn.execute("UPDATE jobs SET errors = ? WHERE id = ?", (errors, poison.id))
         conn.commit()
@@ -691,19 +692,19 @@ def test_processes_opening_fresh_files_at_once_all_succeed(tmp_path: Path) -> No
 # -- the backend's thread: group commit, checkpoints, the claim's fast path --------------------
 def test_transactions_queued_together_share_a_commit_and_fail_alone(db: Path) -> None:
     async def scenario(b: SqliteBackend) -> None:
-        assert b._thread is not None
+        assert b._db.thread is not None
         release = threading.Event()
-        blocked = asyncio.ensure_future(b._run(lambda conn: release.wait(5), "block"))
+        blocked = asyncio.ensure_future(b._db.run(lambda conn: release.wait(5), "block"))
         await asyncio.sleep(0.05)  # the thread is now busy: what follows queues up
 
         def broken(conn: sqlite3.Connection) -> None:
             conn.execute("INSERT INTO jobs (id) VALUES ('x')")  # violates NOT NULL
 
         a, c = job(), job()
-        commits = b._thread._commits
+        commits = b._db.thread._commits
         calls = [
             asyncio.ensure_future(b.enqueue([a])),
-            asyncio.ensure_future(b._transaction(broken, "broken")),
+            asyncio.ensure_future(b._db.transaction(broken, "broken")),
             asyncio.ensure_future(b.enqueue([c])),
         ]
         await asyncio.sleep(0.05)
@@ -714,19 +715,19 @@ def test_transactions_queued_together_share_a_commit_and_fail_alone(db: Path) ->
         assert first == [EnqueueResult(a.id)] and last == [EnqueueResult(c.id)]
         assert await b.get_job(a.id) is not None and await b.get_job(c.id) is not None
         # the group rolled back, then each call ran alone: two commits, not three
-        assert b._thread._commits == commits + 2
+        assert b._db.thread._commits == commits + 2
 
         # without a failure, calls queued together commit once
         release.clear()
-        blocked = asyncio.ensure_future(b._run(lambda conn: release.wait(5), "block"))
+        blocked = asyncio.ensure_future(b._db.run(lambda conn: release.wait(5), "block"))
         await asyncio.sleep(0.05)
-        commits = b._thread._commits
+        commits = b._db.thread._commits
         more = [asyncio.ensure_future(b.enqueue([job()])) for _ in range(3)]
         await asyncio.sleep(0.05)
         release.set()
         await blocked
         await asyncio.gather(*more)
-        assert b._thread._commits == commits + 1
+        assert b._db.thread._commits == commits + 1
         assert sum(s.queued for s in await b.queue_stats()) == 5
 
     with_backend(db, scenario)
@@ -740,10 +741,10 @@ def test_a_checkpointer_thread_checkpoints_beside_the_writer(
     async def scenario() -> None:
         backend = SqliteBackend(f"sqlite:///{db}")
         await backend.open()
-        thread = backend._thread
+        thread = backend._db.thread
         assert thread is not None and thread._checkpointer is not None
         checkpointer = thread._checkpointer
-        pages = await backend._run(
+        pages = await backend._db.run(
             lambda c: c.execute("PRAGMA wal_autocheckpoint").fetchone(), "read"
         )
         assert pages == (sqlite_connection.WAL_AUTOCHECKPOINT,)
@@ -766,8 +767,8 @@ def test_a_backend_dropped_without_close_stops_its_thread(db: Path) -> None:
     async def scenario() -> threading.Thread:
         backend = SqliteBackend(f"sqlite:///{db}")
         await backend.enqueue([job()])
-        assert backend._thread is not None
-        thread = backend._thread._thread
+        assert backend._db.thread is not None
+        thread = backend._db.thread._thread
         del backend
         gc.collect()
         return thread

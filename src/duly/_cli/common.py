@@ -18,7 +18,7 @@ import click
 from duly._app import App
 from duly._errors import BackendUnavailable, DulyError
 from duly.backends import backend_from_url, redact_url
-from duly.backends.sqlite._connection import path_from_url
+from duly.backends.sqlite import path_from_url
 
 __all__ = [
     "app_options",

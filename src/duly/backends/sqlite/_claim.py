@@ -1,17 +1,48 @@
-"""Consuming: the claim and heartbeat transactions of SqliteBackend."""
+"""Claiming: the claim transaction of SqliteBackend (gates, parking, priority).
+
+Plain jobs take a fast path (read the candidates, start them, build their records here); a
+queue whose candidates include a gated job takes the ``claim`` statement, which decides which
+jobs start and which park behind their full gate.
+"""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from duly._records import JobRecord
 from duly.backends.sqlite import _rows
-from duly.backends.sqlite._tx import QUERIES
+from duly.backends.sqlite._connection import QUERIES, SqliteConnection
+from duly.backends.sqlite._wake import WorkSignal, data_version
 
-__all__ = ["claim", "data_version", "heartbeat_tx"]
+__all__ = ["claim", "claim_tx"]
+
+
+async def claim(
+    db: SqliteConnection,
+    signal: WorkSignal,
+    gated_queues: set[str],
+    worker: str,
+    queues: Sequence[str],
+    limit: int,
+    now: float,
+    lease_until: float,
+) -> list[JobRecord]:
+    """``Backend.claim``: one transaction; the database's version it ran at goes to
+    ``signal`` (what a later ``wait_for_work`` compares with)."""
+    began = signal.claim_began()
+    if limit > 0 and queues:
+        version, claimed = await db.transaction(
+            lambda conn: claim_tx(conn, gated_queues, worker, queues, limit, now, lease_until),
+            "claim",
+        )
+    else:
+        version, claimed = await db.run(data_version, "claim"), []
+    signal.claim_ended(began, version)
+    return claimed
+
 
 #: Where claim_start's changes go in a JobRecord's values (see _start).
 _STATUS, _ATTEMPTS, _STARTED_AT, _FINISHED_AT, _WORKER, _LEASE_UNTIL = (
@@ -20,7 +51,7 @@ _STATUS, _ATTEMPTS, _STARTED_AT, _FINISHED_AT, _WORKER, _LEASE_UNTIL = (
 )
 
 
-def claim(
+def claim_tx(
     conn: sqlite3.Connection,
     gated_queues: set[str],
     worker: str,
@@ -133,29 +164,3 @@ def _version(conn: sqlite3.Connection, version: int | None) -> int:
     if version is not None:
         return version
     return data_version(conn)
-
-
-def data_version(conn: sqlite3.Connection) -> int:
-    """The database's ``PRAGMA data_version`` (what ``wait_for_work`` compares)."""
-    value: int = conn.execute(QUERIES["data_version"]).fetchone()[0]
-    return value
-
-
-def heartbeat_tx(
-    worker: str, job_ids: Sequence[str], now: float, lease_until: float
-) -> Callable[[sqlite3.Connection], set[str]]:
-    """The heartbeat transaction's body: mark the worker alive, extend its leases; the ids of
-    ``job_ids`` still running under it."""
-    ids = json.dumps(list(job_ids))
-
-    def beat(conn: sqlite3.Connection) -> set[str]:
-        conn.execute(QUERIES["touch_worker"], {"worker": worker, "now": now})
-        if not job_ids:
-            return set()
-        rows = conn.execute(
-            QUERIES["extend_leases"],
-            {"ids": ids, "worker": worker, "lease_until": lease_until},
-        ).fetchall()
-        return {job_id for job_id, cancelling in rows if cancelling is None}
-
-    return beat

@@ -1,8 +1,9 @@
 """Concurrency primitives of SqliteBackend (PRODUCT §4): unique holds, gate slots, rate slots.
 
-Each function runs inside the caller's ``BEGIN IMMEDIATE`` transaction, so what it reads cannot
-change before the transaction commits: a key found free stays free until the job holding it is
-inserted, and a running count is exact. Schema: migrations/0002_concurrency.sql.
+Each function but ``reserve_rate`` (the backend's method, which opens its own) runs inside the
+caller's ``BEGIN IMMEDIATE`` transaction, so what it reads cannot change before the transaction
+commits: a key found free stays free until the job holding it is inserted, and a running count
+is exact. Schema: migrations/0002_concurrency.sql.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from collections.abc import Mapping, Sequence
 
 from duly._limits import gcra_slots
 from duly._records import RateRequest
-from duly.backends.sqlite._tx import QUERIES as _QUERIES
+from duly.backends.sqlite._connection import QUERIES, SqliteConnection
 
-__all__ = ["free_gate_slots", "reserve_rate", "unique_holder"]
+__all__ = ["free_gate_slots", "reserve_rate", "reserve_rate_tx", "unique_holder"]
 
 
 def unique_holder(conn: sqlite3.Connection, unique_key: str, at: float) -> str | None:
@@ -24,13 +25,13 @@ def unique_holder(conn: sqlite3.Connection, unique_key: str, at: float) -> str |
     A hold past its ``unique_expires_at`` is taken over here: its job runs on without the key,
     so the caller may store a new holder.
     """
-    row = conn.execute(_QUERIES["unique_holder"], {"unique_key": unique_key}).fetchone()
+    row = conn.execute(QUERIES["unique_holder"], {"unique_key": unique_key}).fetchone()
     if row is None:
         return None
     holder, expires_at = row
     if expires_at is None or expires_at > at:
         return str(holder)
-    conn.execute(_QUERIES["drop_unique_hold"], {"id": holder})
+    conn.execute(QUERIES["drop_unique_hold"], {"id": holder})
     return None
 
 
@@ -43,12 +44,21 @@ def free_gate_slots(conn: sqlite3.Connection, gates: Mapping[str, int]) -> set[s
     """
     queues: set[str] = set()
     for gate, limit in gates.items():
-        rows = conn.execute(_QUERIES["unpark"], {"gate": gate, "gate_limit": limit}).fetchall()
+        rows = conn.execute(QUERIES["unpark"], {"gate": gate, "gate_limit": limit}).fetchall()
         queues.update(row[0] for row in rows)
     return queues
 
 
-def reserve_rate(
+async def reserve_rate(
+    db: SqliteConnection, requests: Sequence[RateRequest], now: float
+) -> list[float]:
+    """``Backend.reserve_rate``: one GCRA slot per request, in order, in one transaction."""
+    if not requests:
+        return []
+    return await db.transaction(lambda conn: reserve_rate_tx(conn, requests, now), "reserve_rate")
+
+
+def reserve_rate_tx(
     conn: sqlite3.Connection, requests: Sequence[RateRequest], now: float
 ) -> list[float]:
     """Reserve the batch's rate slots inside the caller's write transaction (the GCRA itself
@@ -56,11 +66,11 @@ def reserve_rate(
     keys = json.dumps(sorted({request.key for request in requests}))
     state: dict[str, tuple[float, float]] = {
         key: (tat, not_before)
-        for key, tat, not_before in conn.execute(_QUERIES["rate_states"], {"keys": keys})
+        for key, tat, not_before in conn.execute(QUERIES["rate_states"], {"keys": keys})
     }
     starts = gcra_slots(requests, now, state)
     conn.executemany(
-        _QUERIES["rate_store"],
+        QUERIES["rate_store"],
         [
             {"key": key, "tat": tat, "not_before": not_before}
             for key, (tat, not_before) in state.items()

@@ -1,44 +1,53 @@
-"""SQLite plumbing for SqliteBackend: URLs, connections, error mapping, the change watcher."""
+"""The SQLite backend's connection: URLs, opening a connection, its thread, error mapping.
+
+``SqliteConnection`` is what the facade owns and hands to every seam: the backend's own
+connection, opened and used only on its thread (``_thread``), so the event loop never waits on
+SQLite, plus one connection per thread for the blocking calls (``enqueue_blocking``). Every
+state change runs in one ``BEGIN IMMEDIATE`` transaction (``transaction``, ``write``), which
+takes the database's write lock before the first read; the seams' transaction bodies take the
+``sqlite3.Connection`` and run inside it. ``QUERIES`` are the named queries of ``queries.sql``.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import functools
+import os
 import random
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from typing import Final
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Final, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from duly._errors import BackendUnavailable, ConfigurationError
+from duly.backends._sql import load_queries
+from duly.backends.sqlite._thread import Checkpointer, SqliteThread, timed, waited
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
-    "CHECKPOINT_EVERY",
-    "CHECKPOINT_ROWS",
     "POLL_INTERVAL",
+    "QUERIES",
     "WAL_AUTOCHECKPOINT",
-    "ChangeWatcher",
-    "Checkpointer",
+    "SqliteConnection",
     "connect",
     "is_unavailable",
     "path_from_url",
     "statements",
-    "timed",
     "unavailable",
+    "write",
 ]
+
+T = TypeVar("T")
+
+QUERIES: Final = load_queries("duly.backends.sqlite")
 
 #: How long a statement waits for another process's write lock before giving up.
 BUSY_TIMEOUT_MS: Final = 10_000
 #: How often a waiting worker asks SQLite whether another connection committed.
 POLL_INTERVAL: Final = 0.005
-#: The backend's thread asks its Checkpointer for a checkpoint every this many commits, or
-#: sooner once its commits changed CHECKPOINT_ROWS rows: about as often as SQLite's default of a
-#: checkpoint per 1000 WAL pages would (a claim or finish of 16 jobs writes 5 to 10 pages).
-CHECKPOINT_EVERY: Final = 100
-CHECKPOINT_ROWS: Final = 2000
 #: WAL pages past which the backend's own connection checkpoints in its commit, should the
 #: Checkpointer fall behind (SQLite's default, for every other connection, is 1000).
 WAL_AUTOCHECKPOINT: Final = 4000
@@ -100,6 +109,9 @@ def connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
     try:
         with timed():
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            # Only takes on a new file (before its first table): purge then gives freed pages
+            # back (_maintenance.vacuum); _migrate converts an older file.
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             mode = _switch_to_wal(conn, busy_timeout_ms)
         if str(mode).lower() not in ("wal", "memory"):
             raise BackendUnavailable(
@@ -140,21 +152,6 @@ def _switch_to_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> object:
         delay = min(delay * 2, 0.05)
 
 
-@contextlib.contextmanager
-def timed() -> Iterator[None]:
-    """Note on a ``sqlite3.Error`` raised inside how long the block ran before it (for
-    ``unavailable``: how long a locked statement waited); an inner note wins."""
-    start = time.monotonic()
-    try:
-        yield
-    except sqlite3.Error as exc:
-        exc.__dict__.setdefault(_WAITED, time.monotonic() - start)
-        raise
-
-
-_WAITED: Final = "duly_waited"
-
-
 def is_unavailable(exc: sqlite3.Error) -> bool:
     """Whether ``exc`` means the database cannot be used (locked, unopenable, I/O...)."""
     code = getattr(exc, "sqlite_errorcode", None)
@@ -171,138 +168,161 @@ def unavailable(
     code = getattr(exc, "sqlite_errorcode", None)
     if code is not None and code & 0xFF in _LOCKED:
         name = getattr(exc, "sqlite_errorname", "SQLITE_BUSY")
-        waited = exc.__dict__.get(_WAITED)
+        how_long = waited(exc)
         timeout = f"busy timeout {busy_timeout_ms / 1000:g} s"
-        if waited is None:
+        if how_long is None:
             hint = f"database is locked by another connection ({name}; {timeout})"
         else:
             hint = (
                 f"database is locked by another connection ({name}): gave up after "
-                f"{waited:.3g} s waiting for its lock ({timeout})"
+                f"{how_long:.3g} s waiting for its lock ({timeout})"
             )
     else:
         hint = str(exc)
     return BackendUnavailable(f"SQLite database {path!r} unavailable ({doing}): {hint}")
 
 
-class ChangeWatcher:
-    """A thread that polls ``PRAGMA data_version`` on its own connection.
+def write(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """Run ``fn`` in one BEGIN IMMEDIATE transaction (the database's write lock)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back
+                conn.execute("ROLLBACK")
+        raise
+    return result
 
-    ``data_version`` changes when another connection (any process, or this process's writer)
-    commits; each change bumps ``generation`` and wakes the registered futures. The event loop
-    only sleeps on a future, so an idle worker costs one cheap query per ``POLL_INTERVAL``.
-    """
 
-    def __init__(self, path: str) -> None:
+class SqliteConnection:
+    """One backend's connections to the file at ``path``: its thread's (opened lazily, on the
+    thread) and the blocking calls' (one per calling thread). ``prepare`` runs on each new
+    connection before its first use (the migrations)."""
+
+    def __init__(self, path: str, prepare: Callable[[sqlite3.Connection], object]) -> None:
         self.path = path
-        self.generation = 0
-        self._lock = threading.Lock()
-        self._listeners: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
-        self._stop = threading.Event()
-        self._started = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="duly-sqlite-watch", daemon=True)
+        self.thread: SqliteThread | None = None
+        self._prepare = prepare
+        self._open_lock = threading.Lock()
+        self._local = threading.local()  # per-thread connections of the blocking calls
+        self._thread_connections: list[sqlite3.Connection] = []
 
-    def start(self) -> None:
-        """Start polling; returns once the first version is read (or the read failed)."""
-        self._thread.start()
-        self._started.wait(5)
+    def unavailable(self, exc: sqlite3.Error, doing: str) -> BackendUnavailable:
+        """The BackendUnavailable reporting ``exc`` met while ``doing``."""
+        return unavailable(exc, self.path, doing, BUSY_TIMEOUT_MS)
 
-    def stop(self) -> None:
-        self._stop.set()
-
-    def listen(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> None:
-        with self._lock:
-            self._listeners.add((loop, future))
-
-    def unlisten(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> None:
-        with self._lock:
-            self._listeners.discard((loop, future))
-
-    def _run(self) -> None:
-        conn: sqlite3.Connection | None = None
-        last: int | None = None
+    async def open(self) -> None:
+        """Start the thread, open its connection there and prepare it (idempotent)."""
+        with self._open_lock:
+            if self.thread is None:
+                opener = _opener(self.path, self._prepare)
+                checkpointer = Checkpointer(functools.partial(connect, self.path, BUSY_TIMEOUT_MS))
+                self.thread = SqliteThread(opener, checkpointer)
+                # A backend dropped without close() lets its thread stop: the thread holds
+                # closures over the path only, never this object.
+                weakref.finalize(self, self.thread.stop_soon)
+            thread = self.thread
         try:
-            while not self._stop.is_set():
-                try:
-                    if conn is None:
-                        conn = sqlite3.connect(self.path, timeout=1.0, isolation_level=None)
-                    version = conn.execute("PRAGMA data_version").fetchone()[0]
-                except sqlite3.Error:  # the writer reports outages; keep trying quietly
-                    version = None
-                if version is not None and last is not None and version != last:
-                    self._changed()
-                last = version if version is not None else last
-                self._started.set()
-                self._stop.wait(POLL_INTERVAL)
-        finally:
-            self._started.set()
-            if conn is not None:
+            await thread.submit(_opened, write=False)
+        except RuntimeError as exc:  # closed meanwhile
+            raise BackendUnavailable(f"SQLite backend for {self.path!r} is closed") from exc
+        except sqlite3.Error as exc:
+            if is_unavailable(exc):
+                raise self.unavailable(exc, "opening") from exc
+            raise
+
+    async def close(self) -> None:
+        """Close the connection and stop the thread (once the calls queued before ran).
+        Idempotent."""
+        with self._open_lock:
+            thread, self.thread = self.thread, None
+        if thread is None:
+            return
+        with contextlib.suppress(RuntimeError):  # already closing
+            await thread.close()
+
+    async def run(
+        self, fn: Callable[[sqlite3.Connection], T], doing: str, *, write: bool = False
+    ) -> T:
+        """Run ``fn(connection)`` on the thread, inside one write transaction if ``write``
+        (see ``_thread``); map an unusable database."""
+        thread = self.thread
+        if thread is None:
+            await self.open()
+            thread = self.thread
+            assert thread is not None
+        try:
+            future = thread.submit(fn, write=write)
+        except RuntimeError as exc:  # thread closed by a concurrent close()
+            raise BackendUnavailable(f"SQLite backend for {self.path!r} is closed") from exc
+        try:
+            result: T = await future
+        except sqlite3.Error as exc:
+            if is_unavailable(exc):
+                raise self.unavailable(exc, doing) from exc
+            raise
+        return result
+
+    async def transaction(self, fn: Callable[[sqlite3.Connection], T], doing: str) -> T:
+        """Run ``fn`` in a BEGIN IMMEDIATE transaction (shared with the other transactions
+        queued at the same time, see ``_thread``: ``fn`` must only act through the connection
+        it is given, so that it can run again should the shared transaction roll back)."""
+        return await self.run(fn, doing, write=True)
+
+    def transaction_blocking(self, fn: Callable[[sqlite3.Connection], T], doing: str) -> T:
+        """``transaction`` on the calling thread's own connection (SQLite connections are per
+        thread), so a sync caller pays no thread hop."""
+        try:
+            return write(self._thread_connection(), fn)
+        except sqlite3.Error as exc:
+            if is_unavailable(exc):
+                raise self.unavailable(exc, doing) from exc
+            raise
+
+    def _thread_connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None or getattr(self._local, "pid", None) != os.getpid():
+            conn = connect(self.path, BUSY_TIMEOUT_MS)
+            try:
+                self._prepare(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._local.conn, self._local.pid = conn, os.getpid()
+            with self._open_lock:
+                self._thread_connections.append(conn)
+        return conn
+
+    def close_blocking(self) -> None:
+        """Close the connections of the blocking calls (every thread's)."""
+        with self._open_lock:
+            conns, self._thread_connections = self._thread_connections, []
+            self._local = threading.local()
+        for conn in conns:
+            with contextlib.suppress(sqlite3.Error):
                 conn.close()
 
-    def _changed(self) -> None:
-        with self._lock:
-            self.generation += 1
-            listeners = list(self._listeners)
-        for loop, future in listeners:
-            with contextlib.suppress(RuntimeError):  # that loop is closed
-                loop.call_soon_threadsafe(_resolve, future)
+
+def _opened(conn: sqlite3.Connection) -> None:
+    """Nothing: the thread opened (and prepared) ``conn`` to pass it here."""
 
 
-class Checkpointer:
-    """A thread that runs ``PRAGMA wal_checkpoint(PASSIVE)`` on its own connection when kicked.
+def _opener(
+    path: str, prepare: Callable[[sqlite3.Connection], object]
+) -> Callable[[], sqlite3.Connection]:
+    """Opens a prepared connection to ``path`` for the backend's thread."""
 
-    A checkpoint copies the WAL's pages into the database file and syncs both (the point where
-    ``synchronous=NORMAL`` commits become durable against a power cut). SQLite runs it inside
-    the commit that grows the WAL past ``wal_autocheckpoint`` pages, so a busy writer stalls for
-    the copy and two fsyncs every ~1000 pages. The backend's thread instead kicks this thread
-    about as often (``CHECKPOINT_EVERY``, ``CHECKPOINT_ROWS``) and checkpoints itself only past
-    ``WAL_AUTOCHECKPOINT`` pages (then mostly copied already): a PASSIVE checkpoint never blocks
-    a writer or a reader, and it runs in SQLite's C code, off the GIL, beside the writer.
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.checkpoints = 0  # how many ran (for tests)
-        self._kicked = threading.Event()
-        self._stop = False
-        self._thread: threading.Thread | None = None
-
-    def kick(self) -> None:
-        """Checkpoint soon (starts the thread at the first kick)."""
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._run, name="duly-sqlite-checkpoint", daemon=True
-            )
-            self._thread.start()
-        self._kicked.set()
-
-    def stop(self) -> None:
-        self._stop = True
-        self._kicked.set()
-
-    def _run(self) -> None:
-        conn: sqlite3.Connection | None = None
+    def open_connection() -> sqlite3.Connection:
+        conn = connect(path, BUSY_TIMEOUT_MS)
         try:
-            while True:
-                self._kicked.wait()
-                self._kicked.clear()
-                if self._stop:
-                    return
-                try:
-                    if conn is None:
-                        conn = connect(self.path, BUSY_TIMEOUT_MS)
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                    self.checkpoints += 1
-                except Exception:  # the writer reports outages; its own checkpoints go on
-                    if conn is not None:
-                        with contextlib.suppress(sqlite3.Error):
-                            conn.close()
-                    conn = None
-        finally:
-            if conn is not None:
-                conn.close()
+            # Its Checkpointer checkpoints (see there); past this many pages, it does.
+            conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
+            prepare(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
+    return open_connection

@@ -1,4 +1,5 @@
-"""Producing: the enqueue transaction of SqliteBackend (``enqueue`` and ``enqueue_blocking``)."""
+"""Enqueuing: the enqueue transaction of SqliteBackend (``enqueue`` and ``enqueue_blocking``),
+with the unique holds of the batch."""
 
 from __future__ import annotations
 
@@ -8,9 +9,28 @@ from collections.abc import Callable, Sequence
 
 from duly._records import EnqueueResult, NewJob
 from duly.backends.sqlite import _concurrency
-from duly.backends.sqlite._tx import QUERIES
+from duly.backends.sqlite._connection import QUERIES, SqliteConnection
+from duly.backends.sqlite._wake import WorkSignal
 
-__all__ = ["enqueue_tx"]
+__all__ = ["enqueue", "enqueue_blocking", "enqueue_tx"]
+
+
+async def enqueue(
+    db: SqliteConnection, signal: WorkSignal, jobs: Sequence[NewJob]
+) -> list[EnqueueResult]:
+    """``Backend.enqueue``: the batch in one transaction; wakes this instance's waiters."""
+    if not jobs:
+        return []
+    results = await db.transaction(enqueue_tx(jobs), "enqueue")
+    signal.note_local_change()
+    return results
+
+
+def enqueue_blocking(db: SqliteConnection, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
+    """``enqueue`` on the calling thread's own connection (no thread hop for sync callers)."""
+    if not jobs:
+        return []
+    return db.transaction_blocking(enqueue_tx(jobs), "enqueueing")
 
 
 def enqueue_tx(jobs: Sequence[NewJob]) -> Callable[[sqlite3.Connection], list[EnqueueResult]]:

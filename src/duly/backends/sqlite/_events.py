@@ -9,14 +9,11 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from duly._errors import EventsTrimmed
 from duly._records import EventRecord
-from duly.backends.sqlite._tx import QUERIES
-
-if TYPE_CHECKING:
-    from duly.backends.sqlite import SqliteBackend
+from duly.backends.sqlite._connection import QUERIES, SqliteConnection
 
 __all__ = ["SqliteEvents", "purge_events"]
 
@@ -84,17 +81,17 @@ def purge_events(conn: sqlite3.Connection, keep: float) -> None:
 class SqliteEvents:
     """``duly.backends.events.EventStore`` on SQLite (``backend.events``)."""
 
-    def __init__(self, backend: SqliteBackend) -> None:
-        self._backend = backend
+    def __init__(self, db: SqliteConnection) -> None:
+        self._db = db
 
     async def read(
         self, after: str | None, key: str | None, limit: int
     ) -> tuple[list[EventRecord], str]:
         """Events after ``after`` in id order (one key's through events_key)."""
         if after is None:
-            return [], str(await self._backend._run(newest_event(None), "read_events"))
+            return [], str(await self._db.run(newest_event(None), "read_events"))
         position = parse_event_id(after)
-        events = await self._backend._run(read_events(position, key, limit), "read_events")
+        events = await self._db.run(read_events(position, key, limit), "read_events")
         return events, events[-1].id if events else str(position)
 
     async def wait(self, after: str, key: str | None, timeout: float) -> None:
@@ -103,7 +100,7 @@ class SqliteEvents:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(timeout, 0.0)
         while True:
-            if await self._backend._run(newest_event(key), "wait_for_events") > position:
+            if await self._db.run(newest_event(key), "wait_for_events") > position:
                 return
             left = deadline - loop.time()
             if left <= 0:

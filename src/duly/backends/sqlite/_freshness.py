@@ -7,7 +7,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from duly._freshness_state import (
     NEVER,
@@ -19,10 +19,9 @@ from duly._freshness_state import (
     sync_priority,
 )
 from duly.backends._sql import load_queries
+from duly.backends.sqlite._connection import SqliteConnection
 from duly.backends.sqlite._enqueue import enqueue_tx
-
-if TYPE_CHECKING:
-    from duly.backends.sqlite import SqliteBackend
+from duly.backends.sqlite._wake import WorkSignal
 
 __all__ = ["SqliteFreshness", "ended"]
 
@@ -170,31 +169,32 @@ def drop(conn: sqlite3.Connection) -> None:
 class SqliteFreshness:
     """``duly.backends.freshness.FreshnessStore`` on SQLite (``backend.freshness``)."""
 
-    def __init__(self, backend: SqliteBackend) -> None:
-        self._backend = backend
+    def __init__(self, db: SqliteConnection, signal: WorkSignal) -> None:
+        self._db = db
+        self._signal = signal
 
     async def sync(self, requests: Sequence[FreshnessRequest], now: float) -> list[ScopeState]:
         """Apply freshness requests to their scopes in one transaction (see the protocol)."""
         if not requests:
             return []
-        states = await self._backend._transaction(sync_tx(requests, now), "freshness")
+        states = await self._db.transaction(sync_tx(requests, now), "freshness")
         if any(state.enqueued for state in states):
-            self._backend._signal.note_local_change()
+            self._signal.note_local_change()
         return states
 
     async def due(self, name: str, now: float, limit: int) -> list[str]:
         """Up to ``limit`` scopes of ``name`` due at ``now``, earliest first."""
-        return await self._backend._run(due(name, now, max(int(limit), 0)), "freshness")
+        return await self._db.run(due(name, now, max(int(limit), 0)), "freshness")
 
     async def scope(self, name: str, scope: str) -> ScopeState | None:
         """One scope's row, or None."""
-        return await self._backend._run(scope_row(name, scope), "freshness")
+        return await self._db.run(scope_row(name, scope), "freshness")
 
     async def stale_count(self, name: str, now: float) -> int:
         """How many scopes of ``name`` are stale at ``now``."""
-        return await self._backend._run(stale_count(name, now), "freshness")
+        return await self._db.run(stale_count(name, now), "freshness")
 
     async def scopes(self, name: str, now: float, stale_only: bool, limit: int) -> list[ScopeState]:
         """The scopes of ``name``, earliest stale first."""
         read = scopes(name, now, stale_only, max(int(limit), 0))
-        return await self._backend._run(read, "freshness")
+        return await self._db.run(read, "freshness")

@@ -12,15 +12,11 @@ import json
 import math
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from duly._records import GroupRecord, NewGroup, NewJob
-from duly.backends.sqlite._connection import statements
+from duly.backends.sqlite._connection import QUERIES, SqliteConnection, statements
 from duly.backends.sqlite._enqueue import enqueue_tx
-from duly.backends.sqlite._tx import QUERIES
-
-if TYPE_CHECKING:
-    from duly.backends.sqlite import SqliteBackend
+from duly.backends.sqlite._wake import WorkSignal
 
 __all__ = ["SqliteGroups", "purge_groups"]
 
@@ -81,14 +77,15 @@ def purge_groups(conn: sqlite3.Connection, now: float) -> None:
 class SqliteGroups:
     """``duly.backends.groups.GroupStore`` on SQLite (``backend.groups``)."""
 
-    def __init__(self, backend: SqliteBackend) -> None:
-        self._backend = backend
+    def __init__(self, db: SqliteConnection, signal: WorkSignal) -> None:
+        self._db = db
+        self._signal = signal
 
     async def store(self, group: NewGroup, members: Sequence[NewJob]) -> None:
         """Store a group, its members and its waiting callback in one transaction."""
-        await self._backend._transaction(enqueue_group_tx(group, members), "enqueue_group")
-        self._backend._signal.note_local_change()
+        await self._db.transaction(enqueue_group_tx(group, members), "enqueue_group")
+        self._signal.note_local_change()
 
     async def get(self, group_id: str) -> GroupRecord | None:
         """One group by id, or None."""
-        return await self._backend._run(get_group(group_id), "get_group")
+        return await self._db.run(get_group(group_id), "get_group")

@@ -1,18 +1,39 @@
-"""Maintenance: the promote, recover and purge transactions of SqliteBackend."""
+"""Maintenance of SqliteBackend: promoting due jobs, purging what retention lets go (and
+giving the freed pages back to the file system), the per-minute stats rows."""
 
 from __future__ import annotations
 
 import math
 import sqlite3
 from collections.abc import Callable
+from typing import Final
 
-from duly._records import Recovered
-from duly.backends.sqlite import _concurrency, _events, _freshness, _groups
-from duly.backends.sqlite._connection import statements
-from duly.backends.sqlite._outcomes import bump_stats
-from duly.backends.sqlite._tx import QUERIES
+from duly.backends.sqlite import _events, _groups
+from duly.backends.sqlite._connection import QUERIES, SqliteConnection
+from duly.backends.sqlite._wake import WorkSignal
 
-__all__ = ["drop", "promote_tx", "purge_tx", "recover_tx"]
+__all__ = ["VACUUM_MIN_PAGES", "bump_stats", "promote", "promote_tx", "purge", "purge_tx", "vacuum"]
+
+#: Free pages past which a purge gives them back to the file system: below, not worth a pass
+#: (new rows reuse free pages anyway). 256 pages are 1 MiB at SQLite's default page size.
+VACUUM_MIN_PAGES: Final = 256
+
+
+async def promote(
+    db: SqliteConnection, signal: WorkSignal, now: float, limit: int
+) -> tuple[int, float | None]:
+    """``Backend.promote_due``: (jobs queued, next due time)."""
+    moved, earliest = await db.transaction(promote_tx(now, limit), "promote_due")
+    if moved:
+        signal.note_local_change()
+    return moved, earliest
+
+
+async def purge(db: SqliteConnection, now: float, limit: int, keep: float) -> int:
+    """``Backend.purge`` in one transaction, then the freed pages returned (``vacuum``)."""
+    deleted = await db.transaction(purge_tx(now, limit, keep), "purge")
+    await db.run(vacuum, "purge")
+    return deleted
 
 
 def promote_tx(now: float, limit: int) -> Callable[[sqlite3.Connection], tuple[int, float | None]]:
@@ -27,50 +48,6 @@ def promote_tx(now: float, limit: int) -> Callable[[sqlite3.Connection], tuple[i
         return moved, earliest
 
     return promote
-
-
-def recover_tx(
-    now: float, max_lost: int, limit: int, failed_expire_at: float
-) -> Callable[[sqlite3.Connection], tuple[list[Recovered], bool]]:
-    """The recover transaction's body: requeue (or fail, at ``max_lost``) up to ``limit``
-    running jobs whose lease lapsed; (what happened to each, whether a gate slot unparked
-    a job)."""
-    minute = int(now // 60)
-
-    def recover(conn: sqlite3.Connection) -> tuple[list[Recovered], bool]:
-        rows = conn.execute(QUERIES["lapsed"], {"now": now, "limit": limit}).fetchall()
-        requeue, quarantine, cancel, recovered = [], [], [], []
-        counters: dict[tuple[str, str], list[int]] = {}
-        gates: dict[str, int] = {}
-        for job_id, task, queue, lost, gate, gate_limit, cancelling in rows:
-            if gate is not None:
-                gates[gate] = max(gates.get(gate, 0), gate_limit)
-            if cancelling is not None:  # its cancel was requested: never run again
-                cancel.append({"id": job_id, "now": now})
-                recovered.append(Recovered(job_id, requeued=False, cancelled=True))
-            elif lost + 1 < max_lost:
-                requeue.append({"id": job_id})
-                recovered.append(Recovered(job_id, requeued=True))
-            else:
-                quarantine.append(
-                    {
-                        "id": job_id,
-                        "now": now,
-                        "expire_at": failed_expire_at,
-                        "message": f"lost its worker {lost + 1} times",
-                    }
-                )
-                recovered.append(Recovered(job_id, requeued=False))
-                counters.setdefault((task, queue), [0, 0, 0])[1] += 1
-        conn.executemany(QUERIES["requeue_lost"], requeue)
-        conn.executemany(QUERIES["quarantine_lost"], quarantine)
-        conn.executemany(QUERIES["cancel_lost"], cancel)
-        bump_stats(conn, minute, counters)
-        unparked = _concurrency.free_gate_slots(conn, gates)
-        _freshness.ended(conn, [r.id for r in recovered], now)  # their scopes, if syncs
-        return recovered, bool(unparked)
-
-    return recover
 
 
 def purge_tx(now: float, limit: int, keep: float) -> Callable[[sqlite3.Connection], int]:
@@ -93,9 +70,39 @@ def purge_tx(now: float, limit: int, keep: float) -> Callable[[sqlite3.Connectio
     return purge
 
 
-def drop(conn: sqlite3.Connection) -> None:
-    """The drop transaction's body: delete every job, counter, worker, queue name and
-    rate-limit state (the schema stays)."""
-    for statement in statements(QUERIES["drop"]):
-        conn.execute(statement)
-    _freshness.drop(conn)
+def vacuum(conn: sqlite3.Connection) -> int:
+    """Give the file's free pages back (``PRAGMA incremental_vacuum``) once there are at least
+    ``VACUUM_MIN_PAGES``; the pages freed. Outside any transaction: the pragma is a write of
+    its own, and a file of an older duly without incremental auto_vacuum just keeps them.
+
+    ``executescript`` steps the pragma to its end: ``execute`` steps once, which frees one page.
+    In WAL mode the file itself shrinks at the next checkpoint.
+    """
+    [(free,)] = conn.execute("PRAGMA freelist_count")
+    if free < VACUUM_MIN_PAGES:
+        return 0
+    conn.executescript("PRAGMA incremental_vacuum")
+    [(left,)] = conn.execute("PRAGMA freelist_count")
+    return int(free - left)
+
+
+def bump_stats(
+    conn: sqlite3.Connection, minute: int, counters: dict[tuple[str, str], list[int]]
+) -> None:
+    """Add ``counters`` ((task, queue) -> [succeeded, failed, retried]) to ``minute``'s
+    buckets, in the caller's transaction."""
+    if counters:
+        conn.executemany(
+            QUERIES["bump_stats"],
+            [
+                {
+                    "minute": minute,
+                    "task": task,
+                    "queue": queue,
+                    "succeeded": counts[0],
+                    "failed": counts[1],
+                    "retried": counts[2],
+                }
+                for (task, queue), counts in counters.items()
+            ],
+        )

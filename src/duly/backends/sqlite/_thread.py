@@ -12,6 +12,10 @@ transaction committed.
 Why not ``loop.run_in_executor``: under load the event loop's thread holds the GIL most of the
 time, and every hop costs GIL hand-offs. Here the results of everything run in one pass go back
 in one ``call_soon_threadsafe``.
+
+Every so many commits the thread kicks its ``Checkpointer``, a second thread that copies the WAL
+into the database file beside the writer (see there). This module knows nothing of the
+database's schema or URLs (``_connection`` opens the connections it is given).
 """
 
 from __future__ import annotations
@@ -21,19 +25,40 @@ import contextlib
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
-from duly.backends.sqlite._connection import (
-    CHECKPOINT_EVERY,
-    CHECKPOINT_ROWS,
-    Checkpointer,
-    timed,
-)
-
-__all__ = ["SqliteThread"]
+__all__ = ["CHECKPOINT_EVERY", "CHECKPOINT_ROWS", "Checkpointer", "SqliteThread", "timed", "waited"]
 
 Opener = Callable[[], sqlite3.Connection]
+
+#: The backend's thread asks its Checkpointer for a checkpoint every this many commits, or
+#: sooner once its commits changed CHECKPOINT_ROWS rows: about as often as SQLite's default of a
+#: checkpoint per 1000 WAL pages would (a claim or finish of 16 jobs writes 5 to 10 pages).
+CHECKPOINT_EVERY: Final = 100
+CHECKPOINT_ROWS: Final = 2000
+
+
+@contextlib.contextmanager
+def timed() -> Iterator[None]:
+    """Note on a ``sqlite3.Error`` raised inside how long the block ran before it (for
+    ``waited``: how long a locked statement waited); an inner note wins."""
+    start = time.monotonic()
+    try:
+        yield
+    except sqlite3.Error as exc:
+        exc.__dict__.setdefault(_WAITED, time.monotonic() - start)
+        raise
+
+
+def waited(exc: sqlite3.Error) -> float | None:
+    """How long the block that raised ``exc`` ran, if ``timed`` noted it."""
+    value: float | None = exc.__dict__.get(_WAITED)
+    return value
+
+
+_WAITED: Final = "duly_waited"
 
 
 class _Call:
@@ -208,6 +233,61 @@ class SqliteThread:
         for loop, items in by_loop.items():
             with contextlib.suppress(RuntimeError):  # that loop is closed
                 loop.call_soon_threadsafe(_resolve, items)
+
+
+class Checkpointer:
+    """A thread that runs ``PRAGMA wal_checkpoint(PASSIVE)`` on its own connection when kicked.
+
+    A checkpoint copies the WAL's pages into the database file and syncs both (the point where
+    ``synchronous=NORMAL`` commits become durable against a power cut). SQLite runs it inside
+    the commit that grows the WAL past ``wal_autocheckpoint`` pages, so a busy writer stalls for
+    the copy and two fsyncs every ~1000 pages. The backend's thread instead kicks this thread
+    about as often (``CHECKPOINT_EVERY``, ``CHECKPOINT_ROWS``) and checkpoints itself only past
+    ``WAL_AUTOCHECKPOINT`` pages (then mostly copied already): a PASSIVE checkpoint never blocks
+    a writer or a reader, and it runs in SQLite's C code, off the GIL, beside the writer.
+    """
+
+    def __init__(self, open_connection: Opener) -> None:
+        self._open_connection = open_connection
+        self.checkpoints = 0  # how many ran (for tests)
+        self._kicked = threading.Event()
+        self._stop = False
+        self._thread: threading.Thread | None = None
+
+    def kick(self) -> None:
+        """Checkpoint soon (starts the thread at the first kick)."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="duly-sqlite-checkpoint", daemon=True
+            )
+            self._thread.start()
+        self._kicked.set()
+
+    def stop(self) -> None:
+        self._stop = True
+        self._kicked.set()
+
+    def _run(self) -> None:
+        conn: sqlite3.Connection | None = None
+        try:
+            while True:
+                self._kicked.wait()
+                self._kicked.clear()
+                if self._stop:
+                    return
+                try:
+                    if conn is None:
+                        conn = self._open_connection()
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    self.checkpoints += 1
+                except Exception:  # the writer reports outages; its own checkpoints go on
+                    if conn is not None:
+                        with contextlib.suppress(sqlite3.Error):
+                            conn.close()
+                    conn = None
+        finally:
+            if conn is not None:
+                conn.close()
 
 
 def _resolve(items: list[_Done]) -> None:

@@ -5,13 +5,9 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from duly._records import WebhookRecord
-from duly.backends.sqlite._tx import QUERIES
-
-if TYPE_CHECKING:
-    from duly.backends.sqlite import SqliteBackend
+from duly.backends.sqlite._connection import QUERIES, SqliteConnection
 
 __all__ = ["SqliteWebhooks"]
 
@@ -53,18 +49,18 @@ def delete_webhook_tx(digest: str) -> Callable[[sqlite3.Connection], bool]:
 class SqliteWebhooks:
     """``duly.backends.webhooks.WebhookStore`` on SQLite (``backend.webhooks``)."""
 
-    def __init__(self, backend: SqliteBackend) -> None:
-        self._backend = backend
+    def __init__(self, db: SqliteConnection) -> None:
+        self._db = db
 
     async def store(self, hook: WebhookRecord) -> None:
         """Store a webhook under its digest; ValueError if the digest is taken."""
-        if not await self._backend._transaction(store_webhook_tx(hook), "store_webhook"):
+        if not await self._db.transaction(store_webhook_tx(hook), "store_webhook"):
             raise ValueError("a webhook with this secret is already stored")
 
     async def get(self, digest: str) -> WebhookRecord | None:
         """The webhook stored under ``digest``, or None."""
-        return await self._backend._run(get_webhook(digest), "get_webhook")
+        return await self._db.run(get_webhook(digest), "get_webhook")
 
     async def delete(self, digest: str) -> bool:
         """Delete the webhook under ``digest``; False if none."""
-        return await self._backend._transaction(delete_webhook_tx(digest), "delete_webhook")
+        return await self._db.transaction(delete_webhook_tx(digest), "delete_webhook")

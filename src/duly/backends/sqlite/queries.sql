@@ -443,9 +443,6 @@ SELECT minute, task, queue, succeeded, failed, retried FROM stats
 WHERE minute >= :minute
 ORDER BY minute, task, queue;
 
--- name: write_raw_payload
-UPDATE jobs SET payload = :payload WHERE id = :id;
-
 -- name: drop
 DELETE FROM events;
 DELETE FROM group_settled;

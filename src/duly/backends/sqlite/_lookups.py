@@ -1,27 +1,17 @@
-"""Introspection: SqliteBackend's reads of jobs, queues, stats and workers (and the worker
-registry's writes)."""
+"""Lookups: SqliteBackend's reads of jobs, queues and stats."""
 
 from __future__ import annotations
 
-import json
 import math
 import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from duly._records import ID_CEILING, JobFilter, JobRecord, QueueStats, StatRow, WorkerRecord
+from duly._records import ID_CEILING, JobFilter, JobRecord, QueueStats, StatRow
 from duly.backends.sqlite import _rows
-from duly.backends.sqlite._tx import QUERIES
+from duly.backends.sqlite._connection import QUERIES
 
-__all__ = [
-    "get_job",
-    "list_jobs",
-    "queue_stats",
-    "register_worker_tx",
-    "stats",
-    "unregister_worker_tx",
-    "workers",
-]
+__all__ = ["get_job", "list_jobs", "queue_stats", "stats"]
 
 
 def get_job(job_id: str) -> Callable[[sqlite3.Connection], JobRecord | None]:
@@ -93,35 +83,3 @@ def stats(since: float) -> Callable[[sqlite3.Connection], list[StatRow]]:
         return [codec(row) for row in cursor.fetchall()]
 
     return read
-
-
-def workers(conn: sqlite3.Connection) -> list[WorkerRecord]:
-    """Registered workers by id."""
-    cursor = conn.execute(QUERIES["list_workers"])
-    at = _rows.positions(cursor)
-    worker, started_at, last_seen, info = at["id"], at["started_at"], at["last_seen"], at["info"]
-    return [
-        WorkerRecord(row[worker], row[started_at], row[last_seen], json.loads(row[info]))
-        for row in cursor.fetchall()
-    ]
-
-
-def register_worker_tx(
-    worker: str, now: float, info: dict[str, object]
-) -> Callable[[sqlite3.Connection], None]:
-    """The register transaction's body: announce (or re-announce) a worker process."""
-    params = {"worker": worker, "now": now, "info": json.dumps(info, default=str)}
-
-    def register(conn: sqlite3.Connection) -> None:
-        conn.execute(QUERIES["register_worker"], params)
-
-    return register
-
-
-def unregister_worker_tx(worker: str) -> Callable[[sqlite3.Connection], None]:
-    """The unregister transaction's body: remove a worker that stopped cleanly."""
-
-    def unregister(conn: sqlite3.Connection) -> None:
-        conn.execute(QUERIES["unregister_worker"], {"worker": worker})
-
-    return unregister

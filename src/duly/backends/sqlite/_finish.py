@@ -1,4 +1,4 @@
-"""Outcomes: the finish, cancel and retry transactions of SqliteBackend.
+"""Finishing: the finish (outcomes, releases) and heartbeat transactions of SqliteBackend.
 
 Hot statements fetch few rows: each SQLite step releases and retakes the GIL, which costs a
 wait whenever the event loop's thread is busy, so finish reads the jobs it applies to as one
@@ -15,9 +15,11 @@ from typing import Any, Final
 
 from duly._records import Outcome
 from duly.backends.sqlite import _concurrency, _freshness
-from duly.backends.sqlite._tx import QUERIES
+from duly.backends.sqlite._connection import QUERIES, SqliteConnection
+from duly.backends.sqlite._maintenance import bump_stats
+from duly.backends.sqlite._wake import WorkSignal
 
-__all__ = ["bump_stats", "cancel_tx", "finish_tx", "retry_tx"]
+__all__ = ["finish", "finish_tx", "heartbeat", "heartbeat_tx"]
 
 #: The stats counter (succeeded, failed, retried) each kind of outcome adds to.
 _STATS_KIND: Final = {"succeeded": 0, "again": 0, "failed": 1, "retry": 2}
@@ -25,6 +27,22 @@ _STATS_KIND: Final = {"succeeded": 0, "again": 0, "failed": 1, "retry": 2}
 #: The most rows one batched statement binds: 4 values each at most, so 512 parameters, within
 #: even the 999 that SQLite builds before 3.32 allowed by default.
 _MAX_ROWS: Final = 128
+
+
+async def finish(
+    db: SqliteConnection, signal: WorkSignal, worker: str, outcomes: Sequence[Outcome], now: float
+) -> list[bool]:
+    """``Backend.finish``: one transaction; wakes this instance's waiters when a job became
+    claimable again (released, again, or unparked by a freed gate slot)."""
+    if not outcomes:
+        return []
+    flags, unparked = await db.transaction(finish_tx(worker, outcomes, now), "finish")
+    requeued = any(
+        o.kind in ("release", "again") for o, ok in zip(outcomes, flags, strict=True) if ok
+    )
+    if requeued or unparked:
+        signal.note_local_change()
+    return flags
 
 
 def finish_tx(
@@ -104,63 +122,29 @@ def _apply(conn: sqlite3.Connection, name: str, rows: list[tuple[Any, ...]]) -> 
         conn.execute(_batched(name, size, width), params)
 
 
-def bump_stats(
-    conn: sqlite3.Connection, minute: int, counters: dict[tuple[str, str], list[int]]
-) -> None:
-    """Add ``counters`` ((task, queue) -> [succeeded, failed, retried]) to ``minute``'s
-    buckets, in the caller's transaction."""
-    if counters:
-        conn.executemany(
-            QUERIES["bump_stats"],
-            [
-                {
-                    "minute": minute,
-                    "task": task,
-                    "queue": queue,
-                    "succeeded": counts[0],
-                    "failed": counts[1],
-                    "retried": counts[2],
-                }
-                for (task, queue), counts in counters.items()
-            ],
-        )
+async def heartbeat(
+    db: SqliteConnection, worker: str, job_ids: Sequence[str], now: float, lease_until: float
+) -> list[str]:
+    """``Backend.heartbeat``: the ids of ``job_ids`` the worker no longer runs."""
+    alive = await db.transaction(heartbeat_tx(worker, job_ids, now, lease_until), "heartbeat")
+    return [job_id for job_id in job_ids if job_id not in alive]
 
 
-def cancel_tx(
-    job_id: str, now: float, expire_at: float
-) -> Callable[[sqlite3.Connection], tuple[bool, bool]]:
-    """The cancel transaction's body: cancel an active job (parked or not); (whether it was
-    cancelled, whether its gate slot unparked a job). A gated job frees its slot (or its turn,
-    if queued) for the best parked job of its gate."""
-    params = {"id": job_id, "now": now, "expire_at": expire_at}
+def heartbeat_tx(
+    worker: str, job_ids: Sequence[str], now: float, lease_until: float
+) -> Callable[[sqlite3.Connection], set[str]]:
+    """The heartbeat transaction's body: mark the worker alive, extend its leases; the ids of
+    ``job_ids`` still running under it."""
+    ids = json.dumps(list(job_ids))
 
-    def cancel(conn: sqlite3.Connection) -> tuple[bool, bool]:
-        rows = conn.execute(QUERIES["cancel"], params).fetchall()
-        if not rows:
-            return False, False
-        _freshness.ended(conn, [job_id], now)  # its scope, if a sync
-        [(gate, gate_limit, running)] = rows
-        if gate is None or running:  # a running job keeps its slot until its run ends
-            return True, False
-        return True, bool(_concurrency.free_gate_slots(conn, {gate: gate_limit}))
+    def beat(conn: sqlite3.Connection) -> set[str]:
+        conn.execute(QUERIES["touch_worker"], {"worker": worker, "now": now})
+        if not job_ids:
+            return set()
+        rows = conn.execute(
+            QUERIES["extend_leases"],
+            {"ids": ids, "worker": worker, "lease_until": lease_until},
+        ).fetchall()
+        return {job_id for job_id, cancelling in rows if cancelling is None}
 
-    return cancel
-
-
-def retry_tx(job_id: str, now: float) -> Callable[[sqlite3.Connection], bool]:
-    """The retry transaction's body: re-queue a failed or cancelled job with fresh attempts;
-    it takes its unique key again, or stays as it is (False) if another active job holds
-    that key."""
-
-    def retry(conn: sqlite3.Connection) -> bool:
-        row = conn.execute(QUERIES["retry_candidate"], {"id": job_id}).fetchone()
-        if row is None:
-            return False
-        unique_key = row[0]  # the key it takes again, if any
-        holder = None if unique_key is None else _concurrency.unique_holder(conn, unique_key, now)
-        if holder is not None:  # another active job holds the key
-            return False
-        params = {"id": job_id, "now": now, "unique_key": unique_key}
-        return conn.execute(QUERIES["retry"], params).rowcount > 0
-
-    return retry
+    return beat

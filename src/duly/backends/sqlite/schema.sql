@@ -1,0 +1,200 @@
+-- The current schema of duly's SQLite backend: what migrating an empty file gives.
+--
+-- For reading only: migrate() applies migrations/ (never this file), and
+-- tests/backends/test_sqlite_schema.py checks that migrating an empty file gives exactly this
+-- (sqlite_master compared after normalising comments and whitespace, and each table's and
+-- index's columns). A new migration updates this file in the same change. The invariants behind
+-- each table are in the migration that introduced it. New files are also set to
+-- `PRAGMA auto_vacuum = INCREMENTAL` (by the connection, before the first table exists).
+
+-- The runner's record of applied migrations (created by _migrate.migrate, not a migration).
+CREATE TABLE duly_migrations (
+    version    INTEGER PRIMARY KEY,
+    title      TEXT NOT NULL,
+    applied_at REAL NOT NULL
+);
+
+-- Jobs (0001, 0002, 0004) and the partial indexes of each hot path.
+CREATE TABLE jobs (
+    id            TEXT PRIMARY KEY,
+    task          TEXT    NOT NULL,
+    queue         TEXT    NOT NULL,
+    payload       BLOB    NOT NULL,
+    status        TEXT    NOT NULL CHECK (status IN (
+                      'scheduled', 'queued', 'running', 'retrying',
+                      'succeeded', 'failed', 'cancelled')),
+    attempts      INTEGER NOT NULL DEFAULT 0,
+    max_attempts  INTEGER NOT NULL,
+    key           TEXT,
+    priority      INTEGER NOT NULL DEFAULT 0,
+    enqueued_at   REAL    NOT NULL,
+    scheduled_for REAL,
+    started_at    REAL,
+    finished_at   REAL,
+    result        BLOB,
+    errors        BLOB,
+    worker        TEXT,
+    lease_until   REAL,
+    lost          INTEGER NOT NULL DEFAULT 0,
+    expire_at     REAL,
+    position      REAL    NOT NULL,
+    -- 0002: unique holds, gates, rate slots
+    unique_key    TEXT,
+    unique_until  TEXT    NOT NULL DEFAULT 'finish'
+                      CHECK (unique_until IN ('start', 'finish')),
+    unique_expires_at REAL,
+    gate          TEXT,
+    gate_limit    INTEGER NOT NULL DEFAULT 0,
+    parked        INTEGER NOT NULL DEFAULT 0 CHECK (parked IN (0, 1)),
+    rate_slot     REAL,
+    -- 0004: groups
+    group_id      TEXT
+) WITHOUT ROWID;
+
+CREATE INDEX jobs_due ON jobs (scheduled_for) WHERE status IN ('scheduled', 'retrying');
+CREATE INDEX jobs_lease ON jobs (lease_until) WHERE status = 'running';
+CREATE INDEX jobs_key ON jobs (key, id) WHERE key IS NOT NULL;
+CREATE INDEX jobs_expire ON jobs (expire_at) WHERE expire_at IS NOT NULL;
+CREATE INDEX jobs_status ON jobs (status, id);
+CREATE UNIQUE INDEX jobs_unique ON jobs (unique_key)
+    WHERE unique_key IS NOT NULL AND status IN ('scheduled', 'queued', 'running', 'retrying');
+CREATE INDEX jobs_claim ON jobs (queue, priority DESC, position, id)
+    WHERE status = 'queued' AND parked = 0;
+CREATE INDEX jobs_gate ON jobs (gate) WHERE status = 'running' AND gate IS NOT NULL;
+CREATE INDEX jobs_parked ON jobs (gate, priority DESC, position, id) WHERE parked = 1;
+
+-- Per-minute counters, workers, queue names (0001); rate-limit state (0002).
+CREATE TABLE stats (
+    minute    INTEGER NOT NULL,
+    task      TEXT    NOT NULL,
+    queue     TEXT    NOT NULL,
+    succeeded INTEGER NOT NULL DEFAULT 0,
+    failed    INTEGER NOT NULL DEFAULT 0,
+    retried   INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (minute, task, queue)
+) WITHOUT ROWID;
+
+CREATE TABLE workers (
+    id         TEXT PRIMARY KEY,
+    started_at REAL NOT NULL,
+    last_seen  REAL NOT NULL,
+    info       TEXT NOT NULL DEFAULT '{}'
+) WITHOUT ROWID;
+
+CREATE TABLE queues (
+    name TEXT PRIMARY KEY
+) WITHOUT ROWID;
+
+CREATE TABLE rate_limits (
+    key        TEXT PRIMARY KEY,
+    tat        REAL NOT NULL,
+    not_before REAL NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
+-- Freshness scopes (0003).
+CREATE TABLE freshness (
+    name          TEXT    NOT NULL,
+    scope         TEXT    NOT NULL,
+    max_staleness REAL    NOT NULL,
+    full_every    REAL    NOT NULL,
+    max_backoff   REAL    NOT NULL,
+    offset_s      REAL    NOT NULL,
+    jitter        REAL    NOT NULL DEFAULT 0,
+    last_success  REAL,
+    last_attempt  REAL,
+    failures      INTEGER NOT NULL DEFAULT 0,
+    last_error    TEXT,
+    next_due      REAL    NOT NULL,
+    requested_by  TEXT,
+    job_id        TEXT,
+    stale_at      REAL    NOT NULL,
+    PRIMARY KEY (name, scope)
+) WITHOUT ROWID;
+CREATE INDEX freshness_due ON freshness (name, next_due);
+CREATE INDEX freshness_stale ON freshness (name, stale_at);
+CREATE INDEX freshness_job ON freshness (job_id) WHERE job_id IS NOT NULL;
+
+-- Groups and the event stream (0004): the triggers write them in the transaction of the change.
+CREATE TABLE groups (
+    id           TEXT    PRIMARY KEY,
+    key          TEXT,
+    created_at   REAL    NOT NULL,
+    total        INTEGER NOT NULL,
+    pending      INTEGER NOT NULL,
+    succeeded    INTEGER NOT NULL DEFAULT 0,
+    failed       INTEGER NOT NULL DEFAULT 0,
+    cancelled    INTEGER NOT NULL DEFAULT 0,
+    completed_at REAL,
+    retention    REAL    NOT NULL,
+    expire_at    REAL,
+    has_callback INTEGER NOT NULL CHECK (has_callback IN (0, 1))
+) WITHOUT ROWID;
+CREATE INDEX groups_expire ON groups (expire_at) WHERE expire_at IS NOT NULL;
+
+CREATE TABLE group_settled (
+    job_id   TEXT PRIMARY KEY,
+    group_id TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX group_settled_group ON group_settled (group_id);
+
+CREATE TABLE events (
+    id     INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id TEXT    NOT NULL,
+    task   TEXT    NOT NULL,
+    queue  TEXT    NOT NULL,
+    key    TEXT,
+    status TEXT    NOT NULL,
+    at     REAL    NOT NULL
+);
+CREATE INDEX events_key ON events (key, id) WHERE key IS NOT NULL;
+
+CREATE TABLE event_trim (
+    one  INTEGER PRIMARY KEY CHECK (one = 1),
+    upto INTEGER NOT NULL
+);
+
+CREATE TRIGGER jobs_group_settle AFTER UPDATE OF status ON jobs
+WHEN NEW.group_id IS NOT NULL AND NEW.status IN ('succeeded', 'failed', 'cancelled')
+     AND NOT EXISTS (SELECT 1 FROM group_settled s WHERE s.job_id = NEW.id)
+BEGIN
+    INSERT INTO group_settled (job_id, group_id) VALUES (NEW.id, NEW.group_id);
+    UPDATE groups
+    SET pending = pending - 1,
+        succeeded = succeeded + (NEW.status = 'succeeded'),
+        failed = failed + (NEW.status = 'failed'),
+        cancelled = cancelled + (NEW.status = 'cancelled'),
+        completed_at = CASE WHEN pending = 1 THEN NEW.finished_at END,
+        expire_at = CASE WHEN pending = 1 THEN NEW.finished_at + retention END
+    WHERE id = NEW.group_id;
+    UPDATE jobs
+    SET status = 'queued', scheduled_for = NEW.finished_at
+    WHERE id = NEW.group_id AND status = 'scheduled' AND scheduled_for IS NULL
+      AND (SELECT g.pending FROM groups g WHERE g.id = NEW.group_id) = 0;
+END;
+
+CREATE TRIGGER jobs_event_insert AFTER INSERT ON jobs
+BEGIN
+    INSERT INTO events (job_id, task, queue, key, status, at)
+    VALUES (NEW.id, NEW.task, NEW.queue, NEW.key, NEW.status,
+            (julianday('now') - 2440587.5) * 86400.0);
+END;
+
+CREATE TRIGGER jobs_event_update AFTER UPDATE OF status ON jobs
+WHEN NEW.status <> OLD.status
+BEGIN
+    INSERT INTO events (job_id, task, queue, key, status, at)
+    VALUES (NEW.id, NEW.task, NEW.queue, NEW.key, NEW.status,
+            (julianday('now') - 2440587.5) * 86400.0);
+END;
+
+-- Webhooks (0005).
+CREATE TABLE webhooks (
+    digest     TEXT    PRIMARY KEY,
+    task       TEXT    NOT NULL,
+    queue      TEXT    NOT NULL,
+    payload    BLOB    NOT NULL,
+    key        TEXT,
+    priority   INTEGER NOT NULL,
+    delay      REAL    NOT NULL,
+    created_at REAL    NOT NULL
+);

@@ -1,0 +1,33 @@
+"""Raw writes to a backend's storage, for tests of corrupt or unusual stored data.
+
+They bypass every check on purpose, so they live here rather than on the production backends.
+Importable from every test folder (``tests/`` is on sys.path through the root conftest).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from typing import Any
+
+from duly.backends.sqlite import SqliteBackend
+
+__all__ = ["write_raw_payload"]
+
+
+async def write_raw_payload(backend: Any, job_id: str, payload: bytes) -> None:
+    """Overwrite the stored payload of job ``job_id`` as is (nothing if there is no such job)."""
+    if isinstance(backend, SqliteBackend):
+        await asyncio.to_thread(_sqlite_write_payload, backend.path, job_id, payload)
+        return
+    # The other backends still carry their own raw write.
+    await backend.write_raw_payload(job_id, payload)
+
+
+def _sqlite_write_payload(path: str, job_id: str, payload: bytes) -> None:
+    # A connection of its own: another writer of the file, as any process may be.
+    conn = sqlite3.connect(path, timeout=10, isolation_level=None)
+    try:
+        conn.execute("UPDATE jobs SET payload = ? WHERE id = ?", (payload, job_id))
+    finally:
+        conn.close()
