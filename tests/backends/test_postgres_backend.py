@@ -25,6 +25,7 @@ from duly._ids import new_id
 from duly._records import JobFilter, NewJob, Outcome
 from duly.backends.base import Backend
 from duly.backends.postgres import PostgresBackend
+from duly.backends.postgres._migrate import Schema
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -833,7 +834,7 @@ def test_blocking_enqueue_migrates_only_a_schema_that_needs_it(
         assert sorted(versions) == [m.version for m in load_migrations(_PKG)]
     # Migrated: no migration run at all.
     runs: list[str] = []
-    monkeypatch.setattr(PostgresBackend, "_migrate_blocking", lambda self: runs.append("m"))
+    monkeypatch.setattr(Schema, "_migrate_blocking", lambda self: runs.append("m"))
     backend = PostgresBackend(postgres_url, schema)
     try:
         backend.enqueue_blocking([new_job()])
