@@ -280,7 +280,7 @@ async def _explain(backend: PostgresBackend, url: str, queued: int) -> dict[str,
     # deployment where autovacuum analyzed the table while the queue was drained.
     for i in range(0, queued, BULK):
         await backend.enqueue(_new_jobs(min(BULK, queued - i)))
-    query: bytes = backend._q["claim"]
+    query: bytes = backend._db.q["claim"]
     now = time.time()
     params: dict[str, Any] = {
         "queues": [QUEUE],

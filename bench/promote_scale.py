@@ -287,7 +287,7 @@ class PostgresTarget(Target):
     async def explain(self, now: float) -> list[str]:
         import psycopg
 
-        query = self.backend._q["promote_due"]
+        query = self.backend._db.q["promote_due"]
         params = {"now": now, "limit": LIMIT, "channel": self.backend.channel}
         async with await psycopg.AsyncConnection.connect(self.args.pg) as conn:
             try:

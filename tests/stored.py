@@ -1,7 +1,7 @@
-"""Raw writes to a backend's storage, for tests of corrupt or unusual stored data.
-
-They bypass every check on purpose, so they live here rather than on the production backends.
-Importable from every test folder (``tests/`` is on sys.path through the root conftest).
+"""Raw writes to a backend's storage, for tests of corrupt or unusual stored data (a payload
+duly itself never writes). They bypass every check on purpose, so they live here rather than
+on the production backends. Importable from every test folder (``tests/`` is on sys.path
+through the root conftest).
 """
 
 from __future__ import annotations
@@ -10,15 +10,27 @@ import asyncio
 import sqlite3
 from typing import Any
 
+import psycopg
+from psycopg import sql
+
+from duly.backends.postgres import PostgresBackend
 from duly.backends.sqlite import SqliteBackend
 
 __all__ = ["write_raw_payload"]
 
 
 async def write_raw_payload(backend: Any, job_id: str, payload: bytes) -> None:
-    """Overwrite the stored payload of job ``job_id`` as is (nothing if there is no such job)."""
+    """Overwrite the stored payload of job ``job_id`` as is (no validation, no encoding);
+    nothing happens if there is no such job."""
     if isinstance(backend, SqliteBackend):
         await asyncio.to_thread(_sqlite_write_payload, backend.path, job_id, payload)
+        return
+    if isinstance(backend, PostgresBackend):
+        query = sql.SQL("UPDATE {}.jobs SET payload = %s WHERE id = %s").format(
+            sql.Identifier(backend.schema)
+        )
+        async with await psycopg.AsyncConnection.connect(backend.url, autocommit=True) as conn:
+            await conn.execute(query, [bytes(payload), job_id])
         return
     # The other backends still carry their own raw write.
     await backend.write_raw_payload(job_id, payload)

@@ -19,6 +19,7 @@ from duly._freshness import Mirror, Staleness
 from duly._groups import Group, GroupInfo, load_group, prepare_group, store_group
 from duly._hooks import Hook, Hooks, settle
 from duly._job import Job, JobInfo
+from duly._limits import refuse_nul
 from duly._portal import Portal
 from duly._records import (
     STATS_RETENTION,
@@ -257,6 +258,7 @@ class App(AppQueries):
         """
         if not isinstance(name, str) or not name or "\x1f" in name:
             raise ValueError(f"a freshness name is a non-empty str, got {name!r}")
+        refuse_nul(name, f"a freshness name ({name!r})")
         if name in self.mirrors:
             raise ConfigurationError(f"a freshness named {name!r} is already registered")
         given = sorted(set(task_settings) & _ONE_PER_SCOPE)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from duly._freshness_state import FreshnessRequest, Reason, ScopeState
 from duly._job import Job
+from duly._limits import refuse_nul
 from duly._serialization import canonical
 from duly._task import Task, seconds
 from duly.backends.freshness import FRESHNESS
@@ -199,6 +200,7 @@ class Mirror:
             raise ValueError(f"a scope is a non-empty str of at most {_MAX_SCOPE} chars")
         if "\x1f" in scope:
             raise ValueError("a scope may not contain the unit separator \\x1f")
+        refuse_nul(scope, "a freshness scope")
         task, limit = self.task, self.app.max_payload_bytes
         full = task.spec.encode_call((scope, True), {}, limit)
         job = task.config.new_job(

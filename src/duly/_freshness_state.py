@@ -8,15 +8,16 @@ to that row in one atomic step (deciding by ``decide`` below, and enqueueing the
 it decides to); the finish / recover / cancel paths update the row when its sync job ends, in
 the same step as the job's own change (``ended_update`` states what they do).
 
-``decide`` is the rule every backend implements (Python for SQLite, PL/pgSQL for PostgreSQL,
-Lua for Redis); the conformance suite checks they agree.
+``decide`` is the rule every backend implements (Python for SQLite and PostgreSQL, whose
+transactions read the scope's row under a lock and apply ``apply_request``; Lua for Redis); the
+conformance suite checks they agree.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
 from duly._records import NewJob
@@ -27,6 +28,7 @@ __all__ = [
     "FreshnessRequest",
     "Reason",
     "ScopeState",
+    "apply_request",
     "backoff",
     "decide",
     "next_baseline",
@@ -158,3 +160,43 @@ def backoff(failures: int, max_backoff: float, jitter: float) -> float:
     capped at ``max_backoff``, times ``0.5 + 0.5 * jitter`` (never over the cap)."""
     raw = min(max_backoff, BACKOFF_BASE * 2.0 ** min(failures - 1, 60))
     return raw * (0.5 + 0.5 * jitter)
+
+
+def apply_request(
+    r: FreshnessRequest, now: float, row: ScopeState | None, jitter: float | None
+) -> tuple[ScopeState, float, NewJob | None]:
+    """One request on a scope, as every backend applies it to the scope's row read under its
+    lock (``row`` None: no row yet; ``jitter`` the row's): the row afterwards (``enqueued``
+    when this request stores a sync), the jitter it keeps, and the sync job to store (its
+    priority raised by ``sync_priority``, its payload the delta one for a delta sync)."""
+    if row is None:
+        row = ScopeState(r.name, r.scope, r.max_staleness)
+    ls, failures = row.last_success, row.failures
+    nd = next_baseline(now, r.offset, r.full_every) if row.next_due is None else row.next_due
+    want = decide(
+        r.reason, r.active, now, ls, r.max_staleness, failures, nd, row.job_id is not None
+    )
+    if r.reason == "baseline" and nd <= now:
+        nd = next_baseline(now, r.offset, r.full_every)
+    after = ScopeState(
+        name=r.name,
+        scope=r.scope,
+        max_staleness=r.max_staleness,
+        last_success=ls,
+        last_attempt=row.last_attempt,
+        failures=failures,
+        last_error=row.last_error,
+        next_due=nd,
+        requested_by=row.requested_by,
+        job_id=row.job_id,
+    )
+    kept = r.jitter if jitter is None else jitter
+    if not want:
+        return after, kept, None
+    job = replace(
+        r.job,
+        priority=sync_priority(r.job.priority, r.reason, now, ls, r.max_staleness),
+        payload=r.job.payload if want == "full" else r.delta_payload,
+    )
+    after.job_id, after.requested_by, after.enqueued = job.id, r.reason, True
+    return after, r.jitter, job

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final
 
 from duly._ids import new_id
 from duly._job import Job
+from duly._limits import refuse_nul
 from duly._records import EnqueueResult, GroupRecord, NewGroup, NewJob
 from duly._task import Signature, build_all
 from duly.backends.groups import GROUPS
@@ -132,6 +133,8 @@ def build_group(
         raise ValueError("a group needs at least one job")
     if key is not None and not isinstance(key, str):
         raise TypeError(f"key must be a str, got {key!r}")
+    if key is not None:
+        refuse_nul(key, "key=")
     group_id = new_id() + GROUP_SUFFIX
     if key is None:
         key = group_id  # so app.jobs(key=...) and app.events(key=...) find the group's jobs

@@ -26,12 +26,31 @@ from duly._errors import ConfigurationError
 from duly._records import RateRequest, UniqueUntil
 from duly._serialization import canonical
 
-__all__ = ["KeyTemplate", "Limits", "RateLimit", "bind_arguments", "gcra_slots", "parse_rate"]
+__all__ = [
+    "KeyTemplate",
+    "Limits",
+    "RateLimit",
+    "bind_arguments",
+    "gcra_slots",
+    "parse_rate",
+    "refuse_nul",
+]
 
 _PERIODS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*\.?\d*)\s*([smhd])\s*$")
 #: Rendered keys longer than this are rejected (they are stored and indexed).
 MAX_KEY_LENGTH = 512
+
+
+def refuse_nul(value: str, what: str) -> str:
+    """``value`` unchanged; ConfigurationError (a ValueError) when it holds a NUL character.
+
+    PostgreSQL text cannot hold NUL (issue 28 item 6), so a name or key that does is refused
+    on every backend, before any backend sees it: one contract, not one per store. The value
+    is not quoted (a key may be rendered from secret arguments)."""
+    if "\x00" in value:
+        raise ConfigurationError(f"{what} must not contain a NUL character (\\x00)")
+    return value
 
 
 def bind_arguments(
@@ -46,7 +65,7 @@ def bind_arguments(
 class KeyTemplate:
     """A key rendered from a call's arguments: a format string, or every argument (``True``)."""
 
-    __slots__ = ("_signature", "template")
+    __slots__ = ("_signature", "_what", "template")
 
     def __init__(self, template: str | bool, fn: Callable[..., Any], what: str) -> None:
         if template is True:
@@ -56,6 +75,7 @@ class KeyTemplate:
         else:
             raise ConfigurationError(f"{what}= must be a non-empty template string or True")
         self._signature = inspect.signature(fn)
+        self._what = what
         if self.template is not None:
             self._check(what)
 
@@ -98,7 +118,7 @@ class KeyTemplate:
                 ) from None
         if len(key) > MAX_KEY_LENGTH:
             raise ValueError(f"rendered key is longer than {MAX_KEY_LENGTH} characters: {key!r}")
-        return key
+        return refuse_nul(key, f"the key rendered from {self._what}=")
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from duly._ids import new_id, new_ids
-from duly._limits import Limits
+from duly._limits import Limits, refuse_nul
 from duly._records import JobRecord, NewJob, Outcome
 from duly._retry import Backoff
 from duly._serialization import CallSpec
@@ -43,6 +43,8 @@ def seconds(value: float | timedelta, what: str) -> float:
 
 def check_queue(queue: str) -> str:
     """Validate a queue name (letters, digits, ``_ . -``; at most 100 characters)."""
+    if isinstance(queue, str):
+        refuse_nul(queue, f"a queue name ({queue!r})")
     if not isinstance(queue, str) or not _QUEUE_NAME.match(queue):
         raise ValueError(
             f"invalid queue name {queue!r}: use 1-100 letters, digits, '_', '.' or '-'"
@@ -83,6 +85,7 @@ class TaskConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise ValueError("a task name must be a non-empty string")
+        refuse_nul(self.name, f"a task name ({self.name!r})")
         check_queue(self.queue)
         check_priority(self.priority)
         if isinstance(self.retries, bool) or not isinstance(self.retries, int):
@@ -167,6 +170,8 @@ class EnqueueOptions:
             not isinstance(self.key, str) or not self.key or len(self.key) > _MAX_KEY_LENGTH
         ):
             raise ValueError(f"key must be a non-empty string of at most {_MAX_KEY_LENGTH} chars")
+        if self.key is not None:
+            refuse_nul(self.key, "key=")
 
 
 class Signature:

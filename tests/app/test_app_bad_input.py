@@ -263,3 +263,42 @@ def test_backend_down_at_enqueue(kind: str, tmp_path: Path) -> None:
             asyncio.run(go())
     if kind == "sqlite":
         assert not (tmp_path / "no").exists(), "nothing was created"
+
+
+def test_a_nul_character_is_refused_before_any_backend(app: duly.App, add) -> None:
+    """Issue 28 item 6: PostgreSQL text cannot hold NUL, so a name or key with one is refused
+    on every backend alike, at registration or enqueue, with a ConfigurationError (a
+    ValueError) that quotes no key (a key may come from secret arguments); nothing stored."""
+
+    def refused(what: str) -> Any:
+        return pytest.raises(duly.ConfigurationError, match=rf"{what}.*NUL")
+
+    with refused("task name"):
+
+        @app.task(name="t.a\x00b")
+        def named(x: int) -> int:
+            return x
+
+    with refused("queue name"):
+        app.task(name="t.q", queue="q\x00")(lambda: None)
+    with refused("queue name"):
+        add.options(queue="q\x00").enqueue(1)
+    with refused("key="):
+        add.options(key="k\x00ey").enqueue(1)
+    with refused("key="):
+        app.group([add.s(1)], key="g\x00")
+
+    @app.task(name="t.locked", mutex="team:{team}")
+    def locked(team: str) -> str:
+        return team
+
+    with refused("mutex=") as raised:
+        locked.enqueue("SECRET\x00")
+    assert "SECRET" not in str(raised.value)
+    with refused("freshness name"):
+        app.freshness("env\x00s", sync=lambda scope, full: None, max_staleness=timedelta(1))
+    envs = app.freshness("envs", sync=lambda scope, full: None, max_staleness=timedelta(1))
+    with refused("freshness scope"):
+        envs.check("team\x00:7")
+    assert issubclass(duly.ConfigurationError, ValueError)
+    assert app.jobs() == []

@@ -25,6 +25,7 @@ from duly._ids import new_id
 from duly._records import JobFilter, NewJob, Outcome
 from duly.backends.base import Backend
 from duly.backends.postgres import PostgresBackend
+from duly.backends.postgres._migrate import Schema
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -460,6 +461,52 @@ def test_resumes_after_its_connections_are_killed(postgres_url: str, schema: str
     asyncio.run(main())
 
 
+def _kill_idle_pooled(url: str, schema: str) -> int:
+    """pg_terminate_backend every idle connection of the schema's pools: how many."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = %s AND state = 'idle' AND pid <> pg_backend_pid()",
+            [f"duly/{schema}"],
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.parametrize("unique", [False, True], ids=["plain", "unique"])
+def test_a_killed_pooled_connection_never_fails_an_enqueue(
+    postgres_url: str, schema: str, unique: bool
+) -> None:
+    """Issue 28 item 9: an idle pooled connection the server cut (pg_terminate_backend, a
+    proxy's idle timeout) is replaced before anything is sent on it, on the sync pool of
+    blocking enqueue as on the async pool: the server is up, so no BackendUnavailable."""
+
+    def job() -> NewJob:
+        if not unique:
+            return new_job()
+        return new_job(unique_key=f"u-{uuid.uuid4().hex}", unique_until="finish")
+
+    async def main() -> None:
+        backend = PostgresBackend(postgres_url, schema)
+        await backend.open()
+        try:
+            stored = [await backend.enqueue([job()])]
+            stored.append(backend.enqueue_blocking([job()]))  # both pools hold a connection
+            assert _kill_idle_pooled(postgres_url, schema) >= 2
+            stored.append(backend.enqueue_blocking([job()]))
+            stored.append(await backend.enqueue([job()]))
+            assert [len(r) for r in stored] == [1, 1, 1, 1]
+            assert not any(r[0].deduplicated for r in stored)
+            for results in stored:
+                assert await backend.get_job(results[0].id) is not None
+        finally:
+            backend.close_blocking()
+            await backend.drop()
+            await backend.close()
+
+    asyncio.run(main())
+
+
 def test_idle_wake_up_latency(postgres_url: str, schema: str) -> None:
     """An idle waiter returns within milliseconds of an enqueue by another process."""
 
@@ -833,7 +880,7 @@ def test_blocking_enqueue_migrates_only_a_schema_that_needs_it(
         assert sorted(versions) == [m.version for m in load_migrations(_PKG)]
     # Migrated: no migration run at all.
     runs: list[str] = []
-    monkeypatch.setattr(PostgresBackend, "_migrate_blocking", lambda self: runs.append("m"))
+    monkeypatch.setattr(Schema, "_migrate_blocking", lambda self: runs.append("m"))
     backend = PostgresBackend(postgres_url, schema)
     try:
         backend.enqueue_blocking([new_job()])

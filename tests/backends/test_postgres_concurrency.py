@@ -190,7 +190,7 @@ def test_claim_plans_keep_to_their_indexes(postgres_url: str, schema: str) -> No
         }
         async with await psycopg.AsyncConnection.connect(postgres_url) as conn:
             for name in ("claim", "gate_unpark"):
-                cur = await conn.execute(b"EXPLAIN " + backend._q[name], params)
+                cur = await conn.execute(b"EXPLAIN " + backend._db.q[name], params)
                 plans[name] = "\n".join(row[0] for row in await cur.fetchall())
             await conn.rollback()
         assert "Index Cond: ((queue = q.name) AND (parked = false))" in plans["claim"]
@@ -246,7 +246,7 @@ def test_a_park_committed_while_a_release_waits_is_woken(postgres_url: str, sche
             "lease_until": T0 + 30,
         }
         async with await psycopg.AsyncConnection.connect(postgres_url) as claimer:
-            cur = await claimer.execute(backend._q["claim"], params)
+            cur = await claimer.execute(backend._db.q["claim"], params)
             assert [row[0] for row in await cur.fetchall()] == [False]  # parked, not taken
             finishing = asyncio.ensure_future(succeed(backend, holder.id))
             await asyncio.sleep(0.3)

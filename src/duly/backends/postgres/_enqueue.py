@@ -1,9 +1,12 @@
 """Enqueue on PostgreSQL: the statements of one batch as a plan, run on any connection.
 
-The plan (``_enqueue_plan``) is a generator of ``(query, params)`` steps, so the same logic
+The plan (``enqueue_plan``) is a generator of ``(query, params)`` steps, so the same logic
 runs on a pooled async connection (``enqueue``), on the caller's own connection inside its
-transaction (``enqueue_on``, ``enqueue_on_async``) and on the sync pool of blocking enqueue
-(``enqueue_blocking``).
+transaction (``enqueue_on``, ``enqueue_on_async``: see ``_transactional``), on the sync pool of
+blocking enqueue (``enqueue_blocking``), and inside the group and freshness transactions.
+
+An enqueue is idempotent (a job id already stored is left alone), so one that met a pooled
+connection the server had cut is sent once more on a fresh one, async or blocking.
 """
 
 from __future__ import annotations
@@ -13,19 +16,26 @@ from contextlib import contextmanager
 from typing import Any, Final, TypeVar
 
 import psycopg
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import PoolTimeout
 
+from duly._errors import BackendUnavailable
 from duly._records import EnqueueResult, NewJob
-from duly.backends.postgres._migrate import Migrations
-from duly.backends.postgres._pool import _CONNECT_TIMEOUT, _NOT_OUTAGES
-from duly.backends.postgres._queries import Queries
+from duly.backends.postgres._connection import NOT_OUTAGES, Connection, Queries, dead_connection
+from duly.backends.postgres._migrate import Schema
 
-__all__ = ["Enqueuing"]
+__all__ = [
+    "enqueue",
+    "enqueue_blocking",
+    "enqueue_on",
+    "enqueue_on_async",
+    "enqueue_plan",
+    "run_plan_async",
+]
 
 T = TypeVar("T")
 
 #: Rounds of insert-then-look-up for a unique job whose holder keeps vanishing (see
-#: ``_enqueue_plan``); each round needs another job to take and lose the key meanwhile.
+#: ``enqueue_plan``); each round needs another job to take and lose the key meanwhile.
 _UNIQUE_ROUNDS: Final = 10
 
 
@@ -115,7 +125,7 @@ _Step = tuple[str, dict[str, object]]
 _Plan = Generator[_Step, list[tuple[Any, ...]], T]
 
 
-def _enqueue_plan(
+def enqueue_plan(
     jobs: Sequence[NewJob], channel: str, *, fresh: bool
 ) -> _Plan[list[EnqueueResult]]:
     """The statements of one enqueue, for every way of running them (pooled connection, the
@@ -194,9 +204,7 @@ def _run_plan(conn: psycopg.Connection[Any], queries: Queries, plan: _Plan[T]) -
         return result
 
 
-async def _run_plan_async(
-    conn: psycopg.AsyncConnection[Any], queries: Queries, plan: _Plan[T]
-) -> T:
+async def run_plan_async(conn: psycopg.AsyncConnection[Any], queries: Queries, plan: _Plan[T]) -> T:
     """Run ``plan`` on an async connection, in whatever transaction it is in."""
     try:
         name, params = next(plan)
@@ -228,107 +236,84 @@ def _any_unique(jobs: Sequence[NewJob]) -> bool:
     return any(j.unique_key is not None for j in jobs)
 
 
-class Enqueuing(Migrations):
-    """Producing: enqueue on the pool, on the caller's connection, and blocking."""
+async def enqueue(db: Connection, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
+    """``Backend.enqueue`` on a pooled connection."""
+    if not jobs:
+        return []
 
-    async def enqueue(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
-        if not jobs:
-            return []
+    async def run(conn: psycopg.AsyncConnection[Any]) -> list[EnqueueResult]:
+        plan = enqueue_plan(jobs, db.channel, fresh=_outside_transaction(conn))
+        return await run_plan_async(conn, db.q, plan)
 
-        async def run(conn: psycopg.AsyncConnection[Any]) -> list[EnqueueResult]:
-            return await _run_plan_async(
-                conn, self._q, _enqueue_plan(jobs, self.channel, fresh=_outside_transaction(conn))
-            )
+    # Idempotent: a job id already stored is left alone, so a resend after a lost answer
+    # cannot double a job. Without unique jobs the plan is one statement.
+    return await db.transaction(run, retry=True, atomic=_any_unique(jobs))
 
-        # Idempotent: a job id already stored is left alone, so a resend after a lost answer
-        # cannot double a job. Without unique jobs the plan is one statement.
-        return await self._transaction(run, retry=True, atomic=_any_unique(jobs))
 
-    def enqueue_on(
-        self, conn: psycopg.Connection[Any], jobs: Sequence[NewJob]
-    ) -> list[EnqueueResult]:
-        """Insert ``jobs`` with the caller's connection, inside its current transaction.
+def enqueue_on(
+    db: Connection, schema: Schema, conn: psycopg.Connection[Any], jobs: Sequence[NewJob]
+) -> list[EnqueueResult]:
+    """Insert ``jobs`` with the caller's connection, inside its current transaction.
 
-        Nothing is committed here: the jobs become visible (and idle workers are woken) when
-        the caller commits, and never exist if it rolls back. Needs no opened backend: the
-        first call readies the schema on a connection of its own (see ``_first_use``). A batch
-        with unique jobs may take more than one statement: run it in a transaction (an
-        autocommit connection would commit each one on its own).
-        """
-        if not jobs:
-            return []
-        self._first_use.ensure_blocking()
-        with self._on_callers_connection():
-            return _run_plan(
-                conn, self._q, _enqueue_plan(jobs, self.channel, fresh=_outside_transaction(conn))
-            )
+    Nothing is committed here: the jobs become visible (and idle workers are woken) when
+    the caller commits, and never exist if it rolls back. Needs no opened backend: the
+    first call readies the schema on a connection of its own (see ``_migrate``). A batch
+    with unique jobs may take more than one statement: run it in a transaction (an
+    autocommit connection would commit each one on its own).
+    """
+    if not jobs:
+        return []
+    schema.ensure_blocking()
+    with _on_callers_connection(db, schema):
+        plan = enqueue_plan(jobs, db.channel, fresh=_outside_transaction(conn))
+        return _run_plan(conn, db.q, plan)
 
-    @contextmanager
-    def _on_callers_connection(self) -> Iterator[None]:
-        """Translate the errors of an enqueue on the caller's connection: a missing table or
-        column means an unmigrated schema; a lost connection, an unavailable backend."""
+
+async def enqueue_on_async(
+    db: Connection, schema: Schema, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob]
+) -> list[EnqueueResult]:
+    """The async twin of :func:`enqueue_on`, for a ``psycopg.AsyncConnection``."""
+    if not jobs:
+        return []
+    await schema.ensure()
+    with _on_callers_connection(db, schema):
+        plan = enqueue_plan(jobs, db.channel, fresh=_outside_transaction(conn))
+        return await run_plan_async(conn, db.q, plan)
+
+
+@contextmanager
+def _on_callers_connection(db: Connection, schema: Schema) -> Iterator[None]:
+    """Translate the errors of an enqueue on a connection: a missing table or column means an
+    unmigrated schema; a lost connection, an unavailable backend."""
+    try:
+        yield
+    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as exc:
+        raise schema.not_migrated(exc) from exc
+    except NOT_OUTAGES:
+        raise
+    except psycopg.OperationalError as exc:
+        raise db.unavailable(exc) from exc
+
+
+def enqueue_blocking(db: Connection, schema: Schema, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
+    """Blocking twin of ``enqueue`` for sync callers: one transaction on a live connection of
+    the sync pool (thread-safe; no event loop). A connection the server cut while it sat in
+    the pool is replaced before anything is sent on it; one cut while the enqueue ran makes it
+    run once more on a fresh connection (idempotent, as ``enqueue``)."""
+    if not jobs:
+        return []
+    try:
+        pool = db.sync_pool(schema.ready_blocking)
+    except PoolTimeout as exc:
+        raise db.unavailable(exc) from exc
+    for attempt in (1, 2):
         try:
-            yield
-        except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as exc:
-            raise self._not_migrated(exc) from exc
-        except _NOT_OUTAGES:
-            raise
-        except psycopg.OperationalError as exc:
-            raise self._unavailable(exc) from exc
-
-    def enqueue_blocking(self, jobs: Sequence[NewJob]) -> list[EnqueueResult]:
-        """Blocking twin of ``enqueue`` for sync callers: one transaction on a pooled sync
-        connection (thread-safe; no event loop)."""
-        if not jobs:
-            return []
-        pool = self._sync_pool()
-        try:
-            with pool.connection() as conn:
+            with db.conn_blocking(pool) as conn:
                 if not _any_unique(jobs):  # one statement: autocommit
-                    return self.enqueue_on(conn, jobs)
-                with conn.transaction():
-                    return self.enqueue_on(conn, jobs)
-        except PoolTimeout as exc:
-            raise self._unavailable(exc) from exc
-        except psycopg.OperationalError as exc:
-            raise self._unavailable(exc) from exc
-
-    def _sync_pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
-        with self._sync_lock:
-            if self._sync is not None:
-                return self._sync
-            pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-                self.url, **self._pool_settings(f"duly-sync-{self.schema}")
-            )
-            try:
-                pool.open(wait=True, timeout=_CONNECT_TIMEOUT)
-                if self.auto_migrate and not self._migrated_blocking(pool):
-                    self._migrate_blocking()
-                self._first_use.ready |= self.auto_migrate
-            except (PoolTimeout, psycopg.OperationalError) as exc:
-                pool.close()
-                raise self._unavailable(exc) from exc
-            except BaseException:
-                pool.close()
+                    return enqueue_on(db, schema, conn, jobs)
+                with _on_callers_connection(db, schema), conn.transaction():
+                    return enqueue_on(db, schema, conn, jobs)
+        except BackendUnavailable as exc:
+            if attempt == 2 or not dead_connection(exc):
                 raise
-            self._sync = pool
-            return pool
-
-    def close_blocking(self) -> None:
-        """Close the connections of the blocking calls."""
-        with self._sync_lock:
-            pool, self._sync = self._sync, None
-        if pool is not None:
-            pool.close()
-
-    async def enqueue_on_async(
-        self, conn: psycopg.AsyncConnection[Any], jobs: Sequence[NewJob]
-    ) -> list[EnqueueResult]:
-        """The async twin of :meth:`enqueue_on`, for a ``psycopg.AsyncConnection``."""
-        if not jobs:
-            return []
-        await self._first_use.ensure()
-        with self._on_callers_connection():
-            return await _run_plan_async(
-                conn, self._q, _enqueue_plan(jobs, self.channel, fresh=_outside_transaction(conn))
-            )
+    raise AssertionError("unreachable")  # pragma: no cover

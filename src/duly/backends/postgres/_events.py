@@ -16,16 +16,14 @@ until it ends; other transactions, in this database or another, do not.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import psycopg
 
 from duly._errors import EventsTrimmed
 from duly._records import EventRecord
-from duly.backends.postgres._listen import Listener
-
-if TYPE_CHECKING:
-    from duly.backends.postgres import PostgresBackend
+from duly.backends.postgres._connection import Connection
+from duly.backends.postgres._wake import Listener
 
 __all__ = ["PostgresEvents", "purge_groups_events"]
 
@@ -53,7 +51,7 @@ def _event_id(value: str) -> int:
 
 
 async def purge_groups_events(
-    b: PostgresBackend, conn: psycopg.AsyncConnection[Any], now: float, keep: float
+    db: Connection, conn: psycopg.AsyncConnection[Any], now: float, keep: float
 ) -> None:
     """In purge's transaction: expired groups and events beyond retention."""
     params = {
@@ -62,33 +60,33 @@ async def purge_groups_events(
         "keep_age": float(keep),
         "limit": _TRIM_BATCH,
     }
-    await conn.execute(b._q["purge_groups_events"], params)
+    await conn.execute(db.q["purge_groups_events"], params)
 
 
 class PostgresEvents:
     """``duly.backends.events.EventStore`` on PostgreSQL (``backend.events``)."""
 
-    def __init__(self, backend: PostgresBackend) -> None:
-        self._backend = backend
+    def __init__(self, db: Connection) -> None:
+        self._db = db
         self._listener: Listener | None = None
 
     async def read(
         self, after: str | None, key: str | None, limit: int
     ) -> tuple[list[EventRecord], str]:
-        async with self._backend._conn() as conn:
-            cur = await conn.execute(self._backend._q["events_allocated"])
+        async with self._db.conn() as conn:
+            cur = await conn.execute(self._db.q["events_allocated"])
             [(bound,)] = await cur.fetchall()
             if after is None:
                 return [], str(bound)
             position = _event_id(after)
             if bound <= position:
                 return [], after
-            cur = await conn.execute(self._backend._q["events_writers"])
+            cur = await conn.execute(self._db.q["events_writers"])
             [(writers,)] = await cur.fetchall()
             loop = asyncio.get_running_loop()
             give_up = loop.time() + _SETTLE_WAIT
             while writers:
-                cur = await conn.execute(self._backend._q["events_settled"], {"writers": writers})
+                cur = await conn.execute(self._db.q["events_settled"], {"writers": writers})
                 [(settled,)] = await cur.fetchall()
                 if settled:
                     break
@@ -97,7 +95,7 @@ class PostgresEvents:
                 await asyncio.sleep(_SETTLE_POLL)
             params = {"after": position, "bound": bound, "limit": limit, "key": key}
             name = "events_after" if key is None else "key_events_after"
-            cur = await conn.execute(self._backend._q[name], params)
+            cur = await conn.execute(self._db.q[name], params)
             rows = await cur.fetchall()
         trimmed = rows[0][0]
         if trimmed > position:
@@ -115,13 +113,13 @@ class PostgresEvents:
         # Writers notify only while a reader's mark is in the future: mark first, then look
         # (the order the triggers' proof needs, migrations/0007_lean_event_triggers.sql).
         ms = round((max(timeout, 0.0) + _MARK_MARGIN) * 1000)
-        await self._backend._one("events_wait_mark", {"ms": ms}, retry=True)
-        row = await self._backend._one("events_allocated", retry=True)
+        await self._db.one("events_wait_mark", {"ms": ms}, retry=True)
+        row = await self._db.one("events_allocated", retry=True)
         if row is not None and row[0] > position:
             return
         if self._listener is None:
-            channel = f"duly_ev_{self._backend.schema}".encode()[:63].decode(errors="ignore")
-            self._listener = Listener(self._backend._connect, channel)
+            channel = f"duly_ev_{self._db.schema}".encode()[:63].decode(errors="ignore")
+            self._listener = Listener(self._db.connect, channel)
         await self._listener.wait_for_work([""], timeout)
 
     async def close(self) -> None:

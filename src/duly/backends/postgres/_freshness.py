@@ -1,79 +1,109 @@
-"""Freshness (PRODUCT §7) in PostgreSQL: parameters and rows of ``freshness.sql``."""
+"""Freshness (PRODUCT §7) on PostgreSQL: a sync is one transaction that locks its scopes'
+rows (``fresh_lock``), applies each request in Python (``duly._freshness_state.apply_request``,
+the rule SQLite applies too), stores the sync jobs due (the enqueue plan) and the rows
+(``fresh_store``). A sync job's end updates its scope in the statement that ends it
+(``fresh_after`` in ``finish``, ``recover``, ``fresh_cancelled``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 
-from duly._freshness_state import FreshnessRequest, ScopeState
-
-if TYPE_CHECKING:
-    from duly.backends.postgres import PostgresBackend
+from duly._freshness_state import (
+    NEVER,
+    FreshnessRequest,
+    ScopeState,
+    apply_request,
+    next_baseline,
+)
+from duly._records import NewJob
+from duly.backends.postgres._connection import Connection
+from duly.backends.postgres._enqueue import enqueue_plan, run_plan_async
 
 __all__ = ["PostgresFreshness"]
 
 
-def sync_params(
-    requests: Sequence[FreshnessRequest], now: float, channel: str
-) -> dict[str, object]:
-    """The parameters of ``fresh_sync``: one array per request field."""
+def _policy(requests: Sequence[FreshnessRequest]) -> dict[str, list[Any]]:
+    """The policy columns of ``fresh_lock`` / ``fresh_store``: one entry per request."""
     return {
-        "now": float(now),
-        "channel": channel,
         "names": [r.name for r in requests],
         "scopes": [r.scope for r in requests],
-        "reasons": [r.reason for r in requests],
-        "active": [r.active for r in requests],
         "ms": [float(r.max_staleness) for r in requests],
         "fe": [float(r.full_every) for r in requests],
         "mb": [float(r.max_backoff) for r in requests],
         "off": [float(r.offset) for r in requests],
-        "jitter": [float(r.jitter) for r in requests],
-        "ids": [r.job.id for r in requests],
-        "tasks": [r.job.task for r in requests],
-        "queues": [r.job.queue for r in requests],
-        "max_attempts": [r.job.max_attempts for r in requests],
-        "keys": [r.job.key for r in requests],
-        "priorities": [r.job.priority for r in requests],
-        "full": [r.job.payload for r in requests],
-        "delta": [r.delta_payload for r in requests],
     }
 
 
-def sync_states(requests: Sequence[FreshnessRequest], rows: list[Any]) -> list[ScopeState]:
-    """``fresh_sync``'s rows, one ScopeState per request."""
-    return [
-        ScopeState(
-            name=r.name,
-            scope=r.scope,
-            max_staleness=r.max_staleness,
-            last_success=row[0],
-            last_attempt=row[1],
-            failures=row[2],
-            last_error=row[3],
-            next_due=row[4],
-            requested_by=row[5],
-            job_id=row[6],
-            enqueued=bool(row[7]),
-        )
-        for r, row in zip(requests, rows, strict=True)
-    ]
+async def _sync(
+    db: Connection,
+    conn: psycopg.AsyncConnection[Any],
+    requests: Sequence[FreshnessRequest],
+    now: float,
+) -> list[ScopeState]:
+    """The sync transaction's body (see the module docstring)."""
+    first: dict[tuple[str, str], FreshnessRequest] = {}
+    for r in requests:
+        first.setdefault((r.name, r.scope), r)
+    asked = list(first.values())
+    lock = {
+        **_policy(asked),
+        "jitter": [float(r.jitter) for r in asked],
+        "next_due": [next_baseline(now, r.offset, r.full_every) for r in asked],
+    }
+    cur = await conn.execute(db.q["fresh_lock"], lock)
+    rows: dict[tuple[str, str], tuple[ScopeState, float]] = {}
+    for name, scope, ls, la, failures, le, nd, rb, job_id, jitter in await cur.fetchall():
+        state = ScopeState(name, scope, 0.0, ls, la, failures, le, nd, rb, job_id)
+        rows[name, scope] = (state, jitter)
+    # In request order: a later request on a scope sees what an earlier one did to it.
+    states: list[ScopeState] = []
+    last: dict[tuple[str, str], FreshnessRequest] = {}
+    jobs: list[NewJob] = []
+    for r in requests:
+        key = (r.name, r.scope)
+        state, jitter = rows[key]
+        after, jitter, job = apply_request(r, now, state, jitter)
+        rows[key], last[key] = (after, jitter), r
+        states.append(after)
+        if job is not None:
+            # A sync job is stored as the scope's one active job: no unique hold or gate
+            # could leave it out or park it (as migration 0004's fresh_request stored it).
+            jobs.append(dataclasses.replace(job, unique_key=None, gate=None, gate_limit=0))
+    if jobs:
+        await run_plan_async(conn, db.q, enqueue_plan(jobs, db.channel, fresh=False))
+    stored = [rows[key][0] for key in last]
+    store = {
+        **_policy(list(last.values())),
+        "jitter": [rows[key][1] for key in last],
+        "next_due": [s.next_due for s in stored],
+        "requested_by": [s.requested_by for s in stored],
+        "job_ids": [s.job_id for s in stored],
+        "stale_at": [
+            NEVER if s.last_success is None else s.last_success + s.max_staleness for s in stored
+        ],
+    }
+    await conn.execute(db.q["fresh_store"], store)
+    return states
 
 
 class PostgresFreshness:
-    """``duly.backends.freshness.FreshnessStore`` on PostgreSQL (``backend.freshness``): the
-    statements of ``freshness.sql`` over the functions of ``migrations/0004_freshness.sql``."""
+    """``duly.backends.freshness.FreshnessStore`` on PostgreSQL (``backend.freshness``)."""
 
-    def __init__(self, backend: PostgresBackend) -> None:
-        self._backend = backend
+    def __init__(self, db: Connection) -> None:
+        self._db = db
 
     async def sync(self, requests: Sequence[FreshnessRequest], now: float) -> list[ScopeState]:
         if not requests:
             return []
-        row = await self._rows("fresh_sync", sync_params(requests, now, self._backend.channel))
-        return sync_states(requests, row)
+
+        async def run(conn: psycopg.AsyncConnection[Any]) -> list[ScopeState]:
+            return await _sync(self._db, conn, requests, now)
+
+        return await self._db.transaction(run)
 
     async def due(self, name: str, now: float, limit: int) -> list[str]:
         params: dict[str, object] = {"name": name, "now": float(now), "limit": max(int(limit), 0)}
@@ -101,7 +131,7 @@ class PostgresFreshness:
         """Every row of one statement, as tuples (autocommit; run again after a deadlock)."""
 
         async def run(conn: psycopg.AsyncConnection[Any]) -> list[Any]:
-            cur = await conn.execute(self._backend._q[name], params)
+            cur = await conn.execute(self._db.q[name], params)
             return await cur.fetchall()
 
-        return await self._backend._transaction(run, atomic=False)
+        return await self._db.transaction(run, atomic=False)

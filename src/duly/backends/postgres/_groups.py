@@ -10,15 +10,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 
 from duly._records import GroupRecord, NewGroup, NewJob
-from duly.backends.postgres._enqueue import _enqueue_plan, _run_plan_async
-
-if TYPE_CHECKING:
-    from duly.backends.postgres import PostgresBackend
+from duly.backends.postgres._connection import Connection
+from duly.backends.postgres._enqueue import enqueue_plan, run_plan_async
 
 __all__ = ["PostgresGroups"]
 
@@ -26,12 +24,12 @@ __all__ = ["PostgresGroups"]
 class PostgresGroups:
     """``duly.backends.groups.GroupStore`` on PostgreSQL (``backend.groups``)."""
 
-    def __init__(self, backend: PostgresBackend) -> None:
-        self._backend = backend
+    def __init__(self, db: Connection) -> None:
+        self._db = db
 
     async def store(self, group: NewGroup, members: Sequence[NewJob]) -> None:
         """The group's transaction: its jobs as ``enqueue`` stores them, then its row."""
-        b = self._backend
+        db = self._db
         jobs = list(members)
         if group.callback is not None:
             # Stored `scheduled` (its one event says so), then its due time is taken away.
@@ -47,16 +45,17 @@ class PostgresGroups:
         }
 
         async def run(conn: psycopg.AsyncConnection[Any]) -> None:
-            results = await _run_plan_async(conn, b._q, _enqueue_plan(jobs, b.channel, fresh=False))
+            plan = enqueue_plan(jobs, db.channel, fresh=False)
+            results = await run_plan_async(conn, db.q, plan)
             if any(result.deduplicated for result in results):
                 raise ValueError(f"group {group.id!r}: a job id of it is already stored")
-            await conn.execute(b._q["group_store"], params)
+            await conn.execute(db.q["group_store"], params)
 
-        await b._transaction(run)
+        await db.transaction(run)
 
     async def get(self, group_id: str) -> GroupRecord | None:
         """One group's row, or None."""
-        row = await self._backend._one("get_group", {"id": group_id}, retry=True)
+        row = await self._db.one("get_group", {"id": group_id}, retry=True)
         if row is None:
             return None
         gid, key, created_at, total, succeeded, failed, cancelled, completed_at, callback = row

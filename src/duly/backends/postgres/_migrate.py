@@ -1,12 +1,26 @@
 """The schema of the PostgreSQL backend: migrations, the check with auto_migrate off, the
 storage format (the highest migration applied; a newer one than this duly's is refused with
-``StorageTooNew``), drop."""
+``StorageTooNew``), the schema's first use, drop.
+
+``schema.sql`` beside this module is the schema every migration applied gives
+(``tests/backends/test_postgres_schema.py`` checks it through the catalog).
+
+First use on the caller's connection: ``enqueue_on`` runs inside the caller's transaction. On a
+fresh schema the first such call (``task.options(connection=conn).enqueue(...)`` as an app's
+very first use) would meet missing tables there, and a failed statement aborts the caller's
+whole transaction. Migrating on the caller's connection would be no better: the DDL would
+commit or roll back with the caller's work, and hold its locks until then. So before its first
+enqueue on a caller's connection, a backend readies the schema on a connection of its own
+(``Schema.ensure`` / ``ensure_blocking``); later calls cost one attribute read.
+"""
 
 from __future__ import annotations
 
-import functools
+import asyncio
+import threading
 import zlib
-from typing import Any, Final
+from collections.abc import Callable, Coroutine
+from typing import Any, Final, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -15,36 +29,73 @@ from psycopg_pool import ConnectionPool
 from duly._errors import ConfigurationError
 from duly._records import StorageFormat
 from duly.backends._sql import check_format, format_of, load_migrations
-from duly.backends.postgres._first_use import FirstUse, run_blocking
-from duly.backends.postgres._pool import Connections
-from duly.backends.postgres._queries import PACKAGE, bind
+from duly.backends.postgres._connection import PACKAGE, Connection, bind
 
-__all__ = ["Migrations"]
+__all__ = ["Schema", "run_blocking"]
+
+T = TypeVar("T")
 
 _MIGRATIONS: Final = load_migrations(PACKAGE)
 
 
-class Migrations(Connections):
-    """Bring the schema up to date before the first pool opens (or check it is)."""
+def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run the coroutine ``make()`` to its end from sync code, even from inside a running
+    event loop (on a thread of its own, with a loop of its own); re-raise its error."""
+    outcome: list[T] = []
+    failure: list[BaseException] = []
 
-    async def _before_open(self) -> None:
-        await self._prepare_schema()
-        self._first_use.ready = True
+    def run() -> None:
+        try:
+            outcome.append(asyncio.run(make()))
+        except BaseException as exc:  # re-raised on the caller's thread
+            failure.append(exc)
 
-    async def _prepare_schema(self) -> None:
+    thread = threading.Thread(target=run, name="duly-migrate")
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+class Schema:
+    """Brings the schema up to date (``auto_migrate``) or checks it is, once per backend."""
+
+    def __init__(self, db: Connection, auto_migrate: bool) -> None:
+        self._db = db
+        self.auto_migrate = auto_migrate
+        #: Set once the schema was seen complete (by ``prepare`` or the backend's ``open``).
+        #: Two first uses at once may both prepare: migrating is idempotent and serialised by
+        #: an advisory lock, so that costs a few statements, never a wrong schema.
+        self.ready = False
+
+    async def before_open(self) -> None:
+        """Run by ``Connection.open`` before the pool opens."""
+        await self._prepare()
+        self.ready = True
+
+    async def _prepare(self) -> None:
         if self.auto_migrate:
             await self.migrate()
         else:
-            await self._check_schema()
+            await self._check()
 
-    @functools.cached_property
-    def _first_use(self) -> FirstUse:
-        """Readies the schema before the first enqueue on a caller's connection."""
-        return FirstUse(self._prepare_schema)
+    def ensure_blocking(self) -> None:
+        """Ready the schema from sync code (a no-op once ready)."""
+        if not self.ready:
+            run_blocking(self._prepare)
+            self.ready = True
 
-    def _not_migrated(self, exc: BaseException) -> ConfigurationError:
+    async def ensure(self) -> None:
+        """Ready the schema from async code (a no-op once ready)."""
+        if not self.ready:
+            await self._prepare()
+            self.ready = True
+
+    def not_migrated(self, exc: BaseException) -> ConfigurationError:
+        db = self._db
         return ConfigurationError(
-            f"PostgreSQL schema {self.schema!r} at {self._where} lacks duly tables or columns "
+            f"PostgreSQL schema {db.schema!r} at {db.where} lacks duly tables or columns "
             f"({exc}): run `duly migrate` (or open the app once) before enqueueing on your own "
             "connection"
         )
@@ -55,51 +106,56 @@ class Migrations(Connections):
         Runs under a session advisory lock keyed by the schema name, so processes starting
         together apply each migration once (the others wait, then find nothing to do).
         """
-        lock_key = zlib.crc32(f"duly.migrate:{self.schema}".encode())
+        db = self._db
+        lock_key = zlib.crc32(f"duly.migrate:{db.schema}".encode())
         applied: list[int] = []
-        conn = await self._connect()
+        conn = await db.connect()
         try:
             await conn.execute("SELECT pg_advisory_lock(%s)", [lock_key])
             try:
-                await conn.execute(self._q["create_version_table"])
-                cur = await conn.execute(self._q["applied_versions"])
+                await conn.execute(db.q["create_version_table"])
+                cur = await conn.execute(db.q["applied_versions"])
                 done = {row[0] for row in await cur.fetchall()}
                 check_format(_MIGRATIONS, done, self._format_where)
                 for migration in _MIGRATIONS:
                     if migration.version in done:
                         continue
                     async with conn.transaction():
-                        await conn.execute(bind(migration.sql, sql.Identifier(self.schema)))
+                        await conn.execute(bind(migration.sql, sql.Identifier(db.schema)))
                         await conn.execute(
-                            self._q["record_version"],
+                            db.q["record_version"],
                             {"version": migration.version, "title": migration.title},
                         )
                     applied.append(migration.version)
             finally:
                 await conn.execute("SELECT pg_advisory_unlock(%s)", [lock_key])
         except psycopg.OperationalError as exc:
-            raise self._unavailable(exc) from exc
+            raise db.unavailable(exc) from exc
         finally:
             await conn.close()
         return applied
 
     @property
     def _format_where(self) -> str:
-        return f"PostgreSQL schema {self.schema!r} at {self._where}"
+        return f"PostgreSQL schema {self._db.schema!r} at {self._db.where}"
+
+    @property
+    def _version_table(self) -> str:
+        return f"{sql.Identifier(self._db.schema).as_string()}.schema_version"
 
     async def _applied(self) -> set[int]:
         """The migrations applied to the schema (none when it does not exist)."""
-        conn = await self._connect()
+        db = self._db
+        conn = await db.connect()
         try:
-            table = f"{sql.Identifier(self.schema).as_string()}.schema_version"
-            cur = await conn.execute(self._q["schema_exists"], {"table": table})
+            cur = await conn.execute(db.q["schema_exists"], {"table": self._version_table})
             row = await cur.fetchone()
             if not row or not row[0]:
                 return set()
-            cur = await conn.execute(self._q["applied_versions"])
+            cur = await conn.execute(db.q["applied_versions"])
             return {r[0] for r in await cur.fetchall()}
         except psycopg.OperationalError as exc:
-            raise self._unavailable(exc) from exc
+            raise db.unavailable(exc) from exc
         finally:
             await conn.close()
 
@@ -107,16 +163,27 @@ class Migrations(Connections):
         """The highest migration applied (the format) and the last one this duly has."""
         return format_of(_MIGRATIONS, await self._applied())
 
-    async def _check_schema(self) -> None:
+    async def _check(self) -> None:
         """With auto_migrate off: fail clearly when the schema is missing, behind or newer."""
         done = await self._applied()
         check_format(_MIGRATIONS, done, self._format_where)
         missing = [m.version for m in _MIGRATIONS if m.version not in done]
         if missing:
+            db = self._db
             raise ConfigurationError(
-                f"PostgreSQL schema {self.schema!r} at {self._where} lacks migrations "
+                f"PostgreSQL schema {db.schema!r} at {db.where} lacks migrations "
                 f"{missing}: run `duly migrate` (or let duly migrate with auto_migrate=True)"
             )
+
+    def ready_blocking(self, pool: ConnectionPool[psycopg.Connection[Any]]) -> None:
+        """Once the sync pool opened: migrate unless every migration is applied already."""
+        if self.auto_migrate and not self._migrated_blocking(pool):
+            self._migrate_blocking()
+        self.ready |= self.auto_migrate
+
+    def _migrate_blocking(self) -> None:
+        """Run ``migrate`` from sync code, even from inside a running event loop."""
+        run_blocking(self.migrate)
 
     def _migrated_blocking(self, pool: ConnectionPool[psycopg.Connection[Any]]) -> bool:
         """True when every migration is applied already (``StorageTooNew`` when a newer duly
@@ -124,25 +191,22 @@ class Migrations(Connections):
         the pool's first connection, where ``migrate`` needs a connection of its own, a thread
         and the advisory lock (the first blocking enqueue of a process waited for all of
         that)."""
-        table = f"{sql.Identifier(self.schema).as_string()}.schema_version"
+        q = self._db.q
         with pool.connection() as conn:
-            row = conn.execute(self._q["schema_exists"], {"table": table}).fetchone()
+            row = conn.execute(q["schema_exists"], {"table": self._version_table}).fetchone()
             if not row or not row[0]:
                 return False
-            done = {r[0] for r in conn.execute(self._q["applied_versions"]).fetchall()}
+            done = {r[0] for r in conn.execute(q["applied_versions"]).fetchall()}
         check_format(_MIGRATIONS, done, self._format_where)
         return all(m.version in done for m in _MIGRATIONS)
 
-    def _migrate_blocking(self) -> None:
-        """Run ``migrate`` from sync code, even from inside a running event loop."""
-        run_blocking(self.migrate)
-
     async def drop(self) -> None:
         """Drop the whole schema (``DROP SCHEMA ... CASCADE``): every job, counter, worker."""
-        conn = await self._connect()
+        db = self._db
+        conn = await db.connect()
         try:
-            await conn.execute(self._q["drop_schema"])
+            await conn.execute(db.q["drop_schema"])
         except psycopg.OperationalError as exc:
-            raise self._unavailable(exc) from exc
+            raise db.unavailable(exc) from exc
         finally:
             await conn.close()

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
 from duly._records import WebhookRecord
-
-if TYPE_CHECKING:
-    from duly.backends.postgres import PostgresBackend
+from duly.backends.postgres._connection import Connection
 
 __all__ = ["PostgresWebhooks"]
 
@@ -16,17 +13,17 @@ __all__ = ["PostgresWebhooks"]
 class PostgresWebhooks:
     """``duly.backends.webhooks.WebhookStore`` on PostgreSQL (``backend.webhooks``)."""
 
-    def __init__(self, backend: PostgresBackend) -> None:
-        self._backend = backend
+    def __init__(self, db: Connection) -> None:
+        self._db = db
 
     async def store(self, hook: WebhookRecord) -> None:
         """Insert the row; ValueError if the digest is taken."""
-        if await self._backend._one("insert_webhook", dataclasses.asdict(hook)) is None:
+        if await self._db.one("insert_webhook", dataclasses.asdict(hook)) is None:
             raise ValueError("a webhook with this secret is already stored")
 
     async def get(self, digest: str) -> WebhookRecord | None:
         """The row, or None."""
-        row = await self._backend._one("get_webhook", {"digest": digest}, retry=True)
+        row = await self._db.one("get_webhook", {"digest": digest}, retry=True)
         if row is None:
             return None
         digest_, task, queue, payload, key, priority, delay, created_at = row
@@ -36,6 +33,4 @@ class PostgresWebhooks:
 
     async def delete(self, digest: str) -> bool:
         """Delete the row; False if there was none."""
-        return (
-            await self._backend._one("delete_webhook", {"digest": digest}, retry=True) is not None
-        )
+        return await self._db.one("delete_webhook", {"digest": digest}, retry=True) is not None

@@ -1,24 +1,45 @@
--- Named freshness queries of the PostgreSQL backend (PRODUCT §7), bound like queries.sql. The
--- rules live in the functions of migrations/0004_freshness.sql.
+-- Named freshness queries of the PostgreSQL backend (PRODUCT §7), bound like queries.sql. A
+-- request's rule is duly._freshness_state.apply_request, applied in Python between fresh_lock
+-- and fresh_store in one transaction (_freshness.py); what a sync's end does to its scope is
+-- the function fresh_after (migrations/0004_freshness.sql), called by finish, recover and
+-- fresh_cancelled in the statement that ends the job.
 
--- name: fresh_sync
--- Each request is one fresh_request call (atomic on its scope's locked row); all in one
--- statement, in order. Returns one row per request, in order.
-SELECT r.last_success, r.last_attempt, r.failures, r.last_error, r.next_due, r.requested_by,
-       r.job_id, r.enqueued
-FROM unnest(%(names)s::text[], %(scopes)s::text[], %(reasons)s::text[], %(active)s::boolean[],
-            %(ms)s::double precision[], %(fe)s::double precision[],
-            %(mb)s::double precision[], %(off)s::double precision[],
-            %(jitter)s::double precision[], %(ids)s::text[], %(tasks)s::text[],
-            %(queues)s::text[], %(max_attempts)s::integer[], %(keys)s::text[],
-            %(priorities)s::integer[], %(full)s::bytea[], %(delta)s::bytea[])
-     WITH ORDINALITY AS a(name, scope, reason, active, ms, fe, mb, off, jitter, id, task, queue,
-                          max_attempts, key, priority, full_payload, delta_payload, n)
-CROSS JOIN LATERAL {schema}.fresh_request(
-    a.name, a.scope, a.reason, a.active, a.ms, a.fe, a.mb, a.off, a.jitter, a.id, a.task,
-    a.queue, a.max_attempts, a.key, a.priority, a.full_payload, a.delta_payload,
-    %(now)s::double precision, %(channel)s::text) AS r
-ORDER BY a.n;
+-- name: fresh_lock
+-- First statement of a freshness sync's transaction: the row of each scope asked about (each
+-- once), created when missing (next_due its first baseline, never synced) and locked, in
+-- (name, scope) order so two syncs lock rows in one order. ON CONFLICT DO UPDATE locks the row
+-- and returns its latest committed version (as rate_lock), so concurrent requests on a scope
+-- queue here and the later ones see the sync the first one stored.
+-- Returns one row per scope: name, scope, last_success, last_attempt, failures, last_error,
+-- next_due, requested_by, job_id, jitter.
+INSERT INTO {schema}.freshness AS t (name, scope, max_staleness, full_every, max_backoff,
+                                     offset_s, jitter, next_due, stale_at)
+SELECT n.name, n.scope, n.ms, n.fe, n.mb, n.off, n.jitter, n.next_due, -1e18
+FROM unnest(%(names)s::text[], %(scopes)s::text[], %(ms)s::double precision[],
+            %(fe)s::double precision[], %(mb)s::double precision[],
+            %(off)s::double precision[], %(jitter)s::double precision[],
+            %(next_due)s::double precision[])
+     AS n(name, scope, ms, fe, mb, off, jitter, next_due)
+ORDER BY n.name, n.scope
+ON CONFLICT (name, scope) DO UPDATE SET name = t.name
+RETURNING t.name, t.scope, t.last_success, t.last_attempt, t.failures, t.last_error,
+          t.next_due, t.requested_by, t.job_id, t.jitter;
+
+-- name: fresh_store
+-- Last statement of a freshness sync's transaction: each scope's row after its requests
+-- (duly._freshness_state.apply_request): the policy of its last request, next_due, and the
+-- sync that is now active.
+UPDATE {schema}.freshness t
+SET max_staleness = n.ms, full_every = n.fe, max_backoff = n.mb, offset_s = n.off,
+    jitter = n.jitter, next_due = n.next_due, requested_by = n.requested_by, job_id = n.job_id,
+    stale_at = n.stale_at
+FROM unnest(%(names)s::text[], %(scopes)s::text[], %(ms)s::double precision[],
+            %(fe)s::double precision[], %(mb)s::double precision[],
+            %(off)s::double precision[], %(jitter)s::double precision[],
+            %(next_due)s::double precision[], %(requested_by)s::text[], %(job_ids)s::text[],
+            %(stale_at)s::double precision[])
+     AS n(name, scope, ms, fe, mb, off, jitter, next_due, requested_by, job_id, stale_at)
+WHERE t.name = n.name AND t.scope = n.scope;
 
 -- name: fresh_cancelled
 -- After a cancel, in its transaction: the scope whose sync it cancelled (a waiting job; a

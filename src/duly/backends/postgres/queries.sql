@@ -719,10 +719,6 @@ idle_gates AS (
 SELECT count(*) AS deleted FROM deleted;
 
 
--- name: write_raw_payload
-UPDATE {schema}.jobs SET payload = %(payload)s WHERE id = %(id)s;
-
-
 -- name: get_job
 SELECT {columns} FROM {schema}.jobs j WHERE j.id = %(id)s;
 

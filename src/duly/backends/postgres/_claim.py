@@ -1,0 +1,73 @@
+"""Claiming on PostgreSQL: ``claim`` (one statement per round: SKIP LOCKED, gates taken or
+parked, priority order; see ``claim`` in ``queries.sql``) and ``promote_due`` (scheduled and
+retrying jobs that came due become claimable)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from duly._errors import BackendUnavailable
+from duly._records import JobRecord
+from duly.backends.postgres import _rows
+from duly.backends.postgres._connection import Connection
+
+__all__ = ["claim", "promote_due"]
+
+
+async def claim(
+    db: Connection,
+    worker: str,
+    queues: Sequence[str],
+    limit: int,
+    now: float,
+    lease_until: float,
+) -> list[JobRecord]:
+    """``Backend.claim``."""
+    if limit <= 0 or not queues:
+        return []
+    taken: list[JobRecord] = []
+    try:
+        async with db.conn() as conn:
+            # Each statement is a claim of its own (autocommit). Another one follows only
+            # when the last one met gated jobs and there is room left: each such round
+            # takes a gated job or parks one, so this ends; plain jobs take one round.
+            while len(taken) < limit:
+                params: dict[str, object] = {
+                    "queues": list(queues),
+                    "limit": limit - len(taken),
+                    "first": not taken,
+                    "now": float(now),
+                    "worker": worker,
+                    "lease_until": float(lease_until),
+                }
+                cur = await conn.execute(db.q["claim"], params)
+                rows = await cur.fetchall()
+                claimed, full, gated = _rows.CLAIM(cur).read(rows)
+                taken.extend(claimed)
+                if full:
+                    await conn.execute(
+                        db.q["gate_park"],
+                        {"gates": list(full), "limits": list(full.values())},
+                    )
+                if not gated:
+                    break  # no gated job met: nothing left behind one
+                if any(record.lost for record in claimed):
+                    break  # a job that lost a worker runs alone
+    except BackendUnavailable:
+        if not taken:
+            raise
+        # The jobs of the first rounds are committed as running under this worker: hand
+        # them out (the next call meets the outage) rather than let their leases lapse.
+    return taken
+
+
+async def promote_due(db: Connection, now: float, limit: int) -> tuple[int, float | None]:
+    """``Backend.promote_due``: one idempotent statement (resent after a dead connection)."""
+    params: dict[str, object] = {
+        "now": float(now),
+        "limit": max(int(limit), 0),
+        "channel": db.channel,
+    }
+    row = await db.one("promote_due", params, retry=True)
+    assert row is not None
+    return int(row[0]), row[1]
