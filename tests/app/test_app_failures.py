@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from stored import write_raw_payload
 
 import duly
 
@@ -360,7 +361,7 @@ def test_corrupt_payload_fails_that_job_only(app: duly.App, run_burst, garbage: 
     async def corrupt() -> None:
         try:
             backend: Any = await app.backend()
-            await backend.write_raw_payload(jobs[1].id, garbage)
+            await write_raw_payload(backend, jobs[1].id, garbage)
         finally:
             await app.aclose()
 
