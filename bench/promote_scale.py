@@ -223,7 +223,7 @@ class RedisTarget(Target):
         return f"{self.args.redis} namespace {self.tag}"
 
     async def footprint(self) -> dict[str, float]:
-        client = self.backend._redis
+        client = self.backend._conn.client
         keys = self.backend.keys
         job_prefix = keys.job("").encode()
         other = 0

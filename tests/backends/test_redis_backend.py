@@ -20,14 +20,15 @@ import msgspec
 import pytest
 import redis
 from services import keys_matching
+from stored import write_raw_payload
 
 from duly._errors import BackendUnavailable
 from duly._ids import new_id
 from duly._records import JobFilter, NewJob, Outcome
 from duly.backends.redis import RedisBackend
-from duly.backends.redis._connection import AutoPipeline
+from duly.backends.redis._clients import AutoPipeline
+from duly.backends.redis._enqueue import ENQUEUE_CHUNK
 from duly.backends.redis._keys import DEFAULT_MAX_ATTEMPTS, Keyspace
-from duly.backends.redis._scripts import ENQUEUE_CHUNK
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -149,7 +150,7 @@ def vars_of(new: NewJob) -> dict[str, object]:
 def test_grouped_batches_store_every_field(redis_url: str, blocking: bool) -> None:
     async def body(b: RedisBackend) -> None:
         jobs = _mixed_batch()
-        await b._redis.script_flush()
+        await b._conn.client.script_flush()
         if blocking:
             results = await asyncio.to_thread(b.enqueue_blocking, jobs)
         else:
@@ -176,10 +177,10 @@ def test_a_failing_chunk_raises_and_leaves_the_connection_usable(redis_url: str)
         for enqueue in (b.enqueue, lambda js: asyncio.to_thread(b.enqueue_blocking, js)):
             jobs = [job() for _ in range(ENQUEUE_CHUNK + 2)]
             jobs[ENQUEUE_CHUNK] = NewJob(**{**vars_of(job()), "unique_key": "t.add:u"})
-            await b._redis.set(b.keys.unique, "not a hash")  # the second chunk's HGET fails
+            await b._conn.client.set(b.keys.unique, "not a hash")  # the second chunk's HGET fails
             with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
                 await enqueue(jobs)
-            await b._redis.delete(b.keys.unique)
+            await b._conn.client.delete(b.keys.unique)
             results = await enqueue(jobs)  # the first chunk had been stored: it dedupes
             assert [r.deduplicated for r in results] == [True] * ENQUEUE_CHUNK + [False] * 2
 
@@ -200,7 +201,7 @@ def test_calls_of_one_loop_turn_share_one_round_trip(
 
     async def body(b: RedisBackend) -> None:
         await b.enqueue([job(), job()])
-        await b._redis.script_flush()  # the first flush meets NOSCRIPT: each call reloads
+        await b._conn.client.script_flush()  # the first flush meets NOSCRIPT: each call reloads
         claimed, (moved, _), gone = await asyncio.gather(
             b.claim("w", ["default"], 5, T0 + 1, T0 + 1 + LEASE),
             b.promote_due(T0 + 1, 10),
@@ -227,7 +228,7 @@ def test_calls_of_one_loop_turn_share_one_round_trip(
         [queued] = await b.queue_stats()
         assert queued.queued == 1 and queued.running == 1
         # An error reply fails its own call only.
-        await b._redis.set(b.keys.due, "not a zset")
+        await b._conn.client.set(b.keys.due, "not a zset")
         failed, listed = await asyncio.gather(
             b.promote_due(T0 + 3, 10),
             b.list_jobs(JobFilter(), 10),
@@ -236,7 +237,7 @@ def test_calls_of_one_loop_turn_share_one_round_trip(
         assert isinstance(failed, redis.ResponseError) and "WRONGTYPE" in str(failed)
         assert isinstance(listed, list)
         assert {c.id for c in claimed} <= {r.id for r in listed}
-        await b._redis.delete(b.keys.due)
+        await b._conn.client.delete(b.keys.due)
 
     scenario(redis_url, body)
 
@@ -255,16 +256,16 @@ def test_blocking_enqueue_uses_one_connection_per_thread_and_per_process(redis_u
             t.join()
         every = [i for o in found for i in o]
         assert len(every) == len(set(every)) == 6 * 60
-        assert len(b._blocking.connections) <= 6 + 1  # ended threads' connections are garbage
+        assert len(b._conn.blocking.connections) <= 6 + 1  # ended threads' connections are garbage
 
         b.enqueue_blocking([job()])  # this thread's connection, then a fork inherits it
-        inherited = b._blocking.connection()
+        inherited = b._conn.blocking.connection()
         pid = os.fork()
         if pid == 0:  # the child must not talk over the parent's socket
             code = 1
             try:
                 [r] = b.enqueue_blocking([child := job(task="t.child")])
-                own = b._blocking.connection()
+                own = b._conn.blocking.connection()
                 code = 0 if r.id == child.id and own is not inherited else 1
             finally:
                 os._exit(code)
@@ -275,7 +276,7 @@ def test_blocking_enqueue_uses_one_connection_per_thread_and_per_process(redis_u
         assert [r.task for r in await b.list_jobs(JobFilter(task="t.child"), 5)] == ["t.child"]
 
         b.close_blocking()
-        assert len(b._blocking.connections) == 0
+        assert len(b._conn.blocking.connections) == 0
         [after] = b.enqueue_blocking([job()])  # reconnects
         assert not after.deduplicated
 
@@ -285,7 +286,7 @@ def test_blocking_enqueue_uses_one_connection_per_thread_and_per_process(redis_u
 def test_big_batch_is_chunked_and_survives_a_flushed_script_cache(redis_url: str) -> None:
     async def body(b: RedisBackend) -> None:
         jobs = [job(at=T0 + i / 1000) for i in range(ENQUEUE_CHUNK * 2 + 7)]
-        await b._redis.script_flush()
+        await b._conn.client.script_flush()
         results = await b.enqueue(jobs)
         assert [r.id for r in results] == [j.id for j in jobs]
         assert not any(r.deduplicated for r in results)
@@ -293,7 +294,7 @@ def test_big_batch_is_chunked_and_survives_a_flushed_script_cache(redis_url: str
         assert [r.deduplicated for r in again] == [True, True, True, False]
         [stats] = await b.queue_stats()
         assert stats.queued == len(jobs) + 1
-        await b._redis.script_flush()
+        await b._conn.client.script_flush()
         taken = await b.claim("w", ["default"], 5, T0 + 5, T0 + 5 + LEASE)
         assert [r.id for r in taken] == [j.id for j in jobs[:5]]
 
@@ -478,10 +479,10 @@ def test_write_raw_payload_only_touches_existing_jobs(redis_url: str) -> None:
     async def body(b: RedisBackend) -> None:
         new = job()
         await b.enqueue([new])
-        await b.write_raw_payload(new.id, b"\xff not json")
+        await write_raw_payload(b, new.id, b"\xff not json")
         record = await b.get_job(new.id)
         assert record is not None and record.payload == b"\xff not json"
-        await b.write_raw_payload("missing", b"x")
+        await write_raw_payload(b, "missing", b"x")
         assert await b.get_job("missing") is None
 
     scenario(redis_url, body)
@@ -534,10 +535,10 @@ def test_claim_drops_stale_ready_entries(redis_url: str) -> None:
         await b.claim("w", ["default"], 1, T0, T0 + LEASE)
         await b.finish("w", [Outcome(done.id, "succeeded", b"1", expire_at=T0 + 9)], T0)
         # Corrupt the index on purpose: a finished job back in the ready zset.
-        await b._redis.zadd(b.keys.ready("default"), {done.id: 0})
+        await b._conn.client.zadd(b.keys.ready("default"), {done.id: 0})
         taken = await b.claim("w", ["default"], 5, T0 + 2, T0 + 2 + LEASE)
         assert [r.id for r in taken] == [fresh.id]
-        assert await b._redis.zcard(b.keys.ready("default")) == 0
+        assert await b._conn.client.zcard(b.keys.ready("default")) == 0
         record = await b.get_job(done.id)
         assert record is not None and record.status == "succeeded"
 
@@ -551,7 +552,7 @@ def test_cancelled_running_job_is_reported_gone_and_its_outcome_dropped(redis_ur
         await b.claim("w", ["default"], 2, T0, T0 + LEASE)
         assert await b.cancel(a.id, T0 + 1, T0 + 99)
         assert await b.heartbeat("w", [a.id, c.id, "nope"], T0 + 2, T0 + 50) == [a.id, "nope"]
-        assert await b._redis.zscore(b.keys.running, c.id) == T0 + 50
+        assert await b._conn.client.zscore(b.keys.running, c.id) == T0 + 50
         flags = await b.finish(
             "w", [Outcome(a.id, "succeeded", b"1"), Outcome(c.id, "succeeded", b"2")], T0 + 3
         )

@@ -24,7 +24,7 @@ from services import keys_matching
 from duly._ids import new_id
 from duly._records import ACTIVE_STATUSES, NewJob, Outcome, RateRequest
 from duly.backends.redis import RedisBackend
-from duly.backends.redis._scripts import ENQUEUE_CHUNK
+from duly.backends.redis._enqueue import ENQUEUE_CHUNK
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -313,7 +313,7 @@ def test_a_stopping_worker_runs_the_job_in_its_inbox(redis_url: str) -> None:
             assert info is not None
             assert (info.status, info.attempts, info.result) == ("succeeded", 1, 7)
             assert ran == [7]
-            assert not await b._redis.exists(b.keys.inbox("wx"), b.keys.idle_entry("wx"))
+            assert not await b._conn.client.exists(b.keys.inbox("wx"), b.keys.idle_entry("wx"))
         finally:
             await b.drop()
             await app.aclose()

@@ -112,6 +112,23 @@ async def test_first_check_enqueues_one_full_sync_and_later_checks_get_it(
     assert (touched.enqueued, touched.job_id) == (False, first.job_id)
 
 
+async def test_the_sync_a_check_enqueues_emits_its_queued_event(backend: Backend) -> None:
+    """As an enqueue does: a "refreshing..." view following the events sees the sync (issue
+    31.1: Redis emitted none)."""
+    _, cursor = await backend.events.read(None, None, 1)
+    state = await sync(backend, "team:3", now=T0)
+    assert state.enqueued and state.job_id is not None
+    events, _ = await backend.events.read(cursor, None, 10)
+    assert [(e.job_id, e.status, e.task, e.queue, e.key) for e in events] == [
+        (state.job_id, "queued", TASK, "default", "freshness:envs:team:3")
+    ]
+    keyed, _ = await backend.events.read(cursor, "freshness:envs:team:3", 10)
+    assert [(e.job_id, e.status) for e in keyed] == [(state.job_id, "queued")]
+    again = await sync(backend, "team:3", "touch", now=T0 + 1)
+    assert not again.enqueued
+    assert (await backend.events.read(events[-1].id, None, 10))[0] == []
+
+
 async def test_a_storm_of_concurrent_checks_makes_one_job(
     backend: Backend, make_backend: BackendFactory
 ) -> None:

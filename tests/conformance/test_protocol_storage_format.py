@@ -44,7 +44,7 @@ async def _record_format(backend: Backend, version: int) -> None:
             )
     else:
         assert isinstance(backend, RedisBackend)
-        client = backend._redis
+        client = backend._conn.client
         await client.set(backend.keys.format, version)
 
 

@@ -19,7 +19,7 @@ from services import REDIS_URL, require_service
 import duly
 from duly._records import JobFilter, NewJob
 from duly.backends.redis import RedisBackend
-from duly.backends.redis._format import FORMAT, STEPS
+from duly.backends.redis._migrate import FORMAT, STEPS
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -53,7 +53,7 @@ def test_redis_data_without_a_format_is_format_1_and_upgraded_on_open() -> None:
         await old.open()
         try:
             await old.enqueue([_job(1), _job(2)])
-            await old._redis.delete(old.keys.format)  # as duly 0.1.0 left it
+            await old._conn.client.delete(old.keys.format)  # as duly 0.1.0 left it
             assert (await old.storage_format()).stored == 1
             new = old.clone()
             await new.open()
@@ -79,7 +79,7 @@ def test_an_empty_redis_namespace_stays_empty_until_opened() -> None:
         backend = RedisBackend(REDIS_URL, namespace)
         try:
             assert (await backend.storage_format()).stored == 0
-            assert await backend._redis.exists(backend.keys.format) == 0
+            assert await backend._conn.client.exists(backend.keys.format) == 0
         finally:
             await backend.close()
 

@@ -24,9 +24,8 @@ from typing import Any, Final
 from redis.exceptions import AskError, NoScriptError, ResponseError
 
 from duly._errors import BackendUnavailable, ConfigurationError, DurabilityError
-from duly._records import NewGroup, NewJob
-from duly.backends.redis._connection import UNAVAILABLE, BlockingConnections, Client, reply_of
-from duly.backends.redis._scripts import Scripts, Value
+from duly.backends.redis._clients import UNAVAILABLE, BlockingConnections, Client, reply_of
+from duly.backends.redis._scripts import Script, Value
 
 __all__ = ["DEFAULT_WAIT_TIMEOUT_MS", "Durability"]
 
@@ -70,12 +69,13 @@ class Durability:
         return cls(int(replicas), int(timeout))
 
     # -- the plan, shared by the async and the blocking senders -----------------------------
-    def _plan(self, scripts: Scripts, chunks: list[list[Value]], where: str) -> Plan:
+    def _plan(
+        self, script: Script, keys: Sequence[str], chunks: list[list[Value]], where: str
+    ) -> Plan:
         """The writes of one durable enqueue (each sent the replies of the previous one):
         every chunk's script call then WAIT; again, after SCRIPT LOAD, for the calls the
         server did not know the script of (a restarted or promoted primary). Returns each
         chunk's reply."""
-        script, keys = scripts.enqueue_script, scripts.enqueue_keys()
         call: tuple[Value, ...] = ("EVALSHA", script.sha, len(keys), *keys)
         wait: tuple[Value, ...] = ("WAIT", self.replicas, self.timeout_ms)
         pending = list(range(len(chunks)))
@@ -105,22 +105,22 @@ class Durability:
     # -- senders ---------------------------------------------------------------------------
     async def enqueue(
         self,
-        scripts: Scripts,
         client: Client,
-        jobs: Sequence[NewJob],
+        script: Script,
+        keys: Sequence[str],
+        chunks: list[list[Value]],
         where: str,
-        group: NewGroup | None = None,
     ) -> list[Any]:
-        """``Scripts.enqueue`` (or ``enqueue_group``), then WAIT, on one connection; each
-        chunk's reply (``Scripts.collect`` / ``collect_group`` read them)."""
+        """Each chunk's call of ``script`` (enqueue.lua, ``_enqueue.py`` builds the chunks),
+        then WAIT, on one connection; each chunk's reply."""
         from redis.asyncio.cluster import RedisCluster
 
-        plan = self._plan(scripts, list(scripts.enqueue_chunks(jobs, group)), where)
+        plan = self._plan(script, keys, chunks, where)
         if not isinstance(client, RedisCluster):
             pool: Any = client.connection_pool  # redis-py leaves pools untyped
             return await _drive(plan, await pool.get_connection(), pool.release)
         try:
-            node: Any = client.get_node_from_key(scripts.keys.all)
+            node: Any = client.get_node_from_key(keys[0])  # every key is in the slot
             return await _drive(plan, node.acquire_connection(), node.release)
         except _STALE_SLOT_MAP as exc:
             with suppress(Exception):  # the next call asks the cluster where the slot is
@@ -128,16 +128,21 @@ class Durability:
             raise _moved(where, exc) from exc
 
     def enqueue_blocking(
-        self, scripts: Scripts, blocking: BlockingConnections, jobs: Sequence[NewJob], where: str
+        self,
+        blocking: BlockingConnections,
+        script: Script,
+        keys: Sequence[str],
+        chunks: list[list[Value]],
+        where: str,
     ) -> list[Any]:
         """The blocking twin of ``enqueue``: on this thread's connection (on a cluster, one
         of the slot's primary's)."""
-        plan = self._plan(scripts, list(scripts.enqueue_chunks(jobs)), where)
+        plan = self._plan(script, keys, chunks, where)
         if blocking.topology.kind != "cluster":
             return _drive_blocking(plan, blocking.connection(), None)
         cluster: Any = blocking.cluster()  # redis-py: untyped
         try:
-            pool = cluster.get_node_from_key(scripts.keys.all).redis_connection.connection_pool
+            pool = cluster.get_node_from_key(keys[0]).redis_connection.connection_pool
             return _drive_blocking(plan, pool.get_connection(), pool.release)
         except _STALE_SLOT_MAP as exc:
             with suppress(Exception):  # the next call asks the cluster where the slot is

@@ -1,7 +1,7 @@
 """The event stream of the Redis backend: reads only (the scripts write).
 
 Events are numbered 1, 2, 3... per namespace (``ev:n`` is the last number); a script writes
-its events as one ``ev`` entry per 1000 (see "Events" in ``lua/_common.lua``): entry id
+its events as one ``ev`` entry per 1000 (see ``lua/_events.lua``): entry id
 ``0-<number of its last event>``, ``n`` events (absent = 1), ``a`` server time (ms), ``e`` the
 events as msgpack (five values each, the status as its code: ``STATUSES[code - 1]``); entries
 written before the codes (status names, ``n`` always) read the same. A job with a key also has
@@ -20,21 +20,21 @@ import msgspec
 
 from duly._errors import EventsTrimmed
 from duly._records import STATUSES, EventRecord
-from duly.backends.redis._connection import Client, guard
+from duly.backends.redis._clients import Client
 from duly.backends.redis._keys import Keyspace
 
 if TYPE_CHECKING:
-    from duly.backends.redis import RedisBackend
+    from duly.backends.redis._connection import RedisConnection
 
 __all__ = ["EVENTS_KEPT", "RedisEvents", "parse_event_id"]
 
-#: Events kept at least (``EVENTS_KEPT`` in lua/_common.lua).
+#: Events kept at least (``EVENTS_KEPT`` in lua/_events.lua).
 EVENTS_KEPT: Final = 100_000
 _decode = msgspec.msgpack.Decoder(list[str | int]).decode
 
 Entry = tuple[bytes, dict[bytes, bytes]]
 
-#: A status as stored in an event: its code (STATUS_CODE in lua/_common.lua) or, in entries
+#: A status as stored in an event: its code (STATUS_CODE in lua/_events.lua) or, in entries
 #: written before the codes, its name.
 _STATUS: Final[dict[str | int, str]] = {
     **{code: name for code, name in enumerate(STATUSES, 1)},
@@ -146,19 +146,19 @@ async def wait_for_events(
 class RedisEvents:
     """``duly.backends.events.EventStore`` on Redis (``backend.events``)."""
 
-    def __init__(self, backend: RedisBackend) -> None:
-        self._backend = backend
+    def __init__(self, conn: RedisConnection) -> None:
+        self._conn = conn
 
     async def read(
         self, after: str | None, key: str | None, limit: int
     ) -> tuple[list[EventRecord], str]:
         """Events after ``after``, oldest first (see the module docstring)."""
-        b = self._backend
-        with guard(b._safe_url, "read_events"):
-            return await read_events(b._redis, b.keys, after, key, limit)
+        c = self._conn
+        with c.guard("read_events"):
+            return await read_events(c.client, c.keys, after, key, limit)
 
     async def wait(self, after: str, key: str | None, timeout: float) -> None:
         """Block on the stream (``XREAD BLOCK``) until an event after ``after`` may exist."""
-        b = self._backend
-        with guard(b._safe_url, "wait_for_events"):
-            await wait_for_events(b._redis, b.keys, after, key, timeout)
+        c = self._conn
+        with c.guard("wait_for_events"):
+            await wait_for_events(c.client, c.keys, after, key, timeout)

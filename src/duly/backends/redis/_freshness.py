@@ -1,5 +1,6 @@
-"""Freshness on Redis: ``freshness.lua`` applies requests, ``freshness_scopes.lua`` reads the due
-index and the scopes; their replies become records here."""
+"""Freshness on Redis: ``freshness.lua`` applies requests (storing a scope's sync job and its
+``queued`` event, ``lua/_freshness.lua``), ``freshness_scopes.lua`` reads the due index and the
+scopes; their replies become records here."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from duly._freshness_state import FreshnessRequest, ScopeState
-from duly.backends.redis._connection import guard
+from duly.backends.redis._scripts import Value
 
 if TYPE_CHECKING:
-    from duly.backends.redis import RedisBackend
+    from duly.backends.redis._connection import RedisConnection
 
 __all__ = ["RedisFreshness"]
 
@@ -71,50 +72,86 @@ def due_scopes(reply: list[Any]) -> list[str]:
     return [_text(scope) or "" for scope in reply]
 
 
+def _sync_args(
+    conn: RedisConnection, requests: Sequence[FreshnessRequest], now: float
+) -> list[Value]:
+    """freshness.lua's ARGV (see its header)."""
+    k = conn.keys
+    args: list[Value] = [k.prefix, k.wake, float(now)]
+    for r in requests:
+        job = r.job
+        args += (
+            r.name,
+            r.scope,
+            r.reason,
+            "1" if r.active else "0",
+            float(r.max_staleness),
+            float(r.full_every),
+            float(r.max_backoff),
+            float(r.offset),
+            float(r.jitter),
+            job.id,
+            job.task,
+            job.queue,
+            job.max_attempts,
+            job.key or "",
+            job.priority,
+            job.payload,
+            r.delta_payload,
+        )
+    return args
+
+
 class RedisFreshness:
     """``duly.backends.freshness.FreshnessStore`` on Redis (``backend.freshness``)."""
 
-    def __init__(self, backend: RedisBackend) -> None:
-        self._backend = backend
+    def __init__(self, conn: RedisConnection) -> None:
+        self._conn = conn
+
+    async def _scopes(self, mode: str, name: str, now: float, stale_only: bool, limit: int) -> Any:
+        """freshness_scopes.lua's reply: scope rows (``scopes``), due scopes (``due``) or the
+        stale count (``count``)."""
+        c = self._conn
+        args: list[Value] = [
+            c.keys.prefix,
+            mode,
+            name,
+            float(now),
+            "1" if stale_only else "0",
+            limit,
+        ]
+        # KEYS[1] only routes the call to the namespace's slot (on a cluster).
+        route = (c.keys.fresh_index(name),)
+        with c.guard("freshness"):
+            return await c.call(c.scripts.freshness_scopes, route, args)
 
     async def sync(self, requests: Sequence[FreshnessRequest], now: float) -> list[ScopeState]:
         """Apply the requests in one script call."""
         if not requests:
             return []
-        b = self._backend
-        with guard(b._safe_url, "freshness"):
-            reply = await b._scripts.freshness(b._redis, requests, now)
+        c = self._conn
+        keys = (c.keys.all, c.keys.queues)
+        with c.guard("freshness"):
+            reply = await c.call(c.scripts.freshness, keys, _sync_args(c, requests, now))
         return sync_states(requests, reply)
 
     async def due(self, name: str, now: float, limit: int) -> list[str]:
         """The due scopes, from the due index."""
-        b = self._backend
-        with guard(b._safe_url, "freshness"):
-            reply = await b._scripts.freshness_scopes(
-                b._redis, "due", name, now, False, max(int(limit), 0)
-            )
-        return due_scopes(reply)
+        return due_scopes(await self._scopes("due", name, now, False, max(int(limit), 0)))
 
     async def scope(self, name: str, scope: str) -> ScopeState | None:
         """One scope's hash (HMGET), or None."""
-        b = self._backend
+        c = self._conn
         fields = ("ms", "ls", "la", "nf", "le", "nd", "rb", "j")
-        with guard(b._safe_url, "freshness"):
-            row = await b._redis.hmget(b.keys.fresh(name, scope), fields)
+        with c.guard("freshness"):
+            row = await c.client.hmget(c.keys.fresh(name, scope), fields)
         return scope_row(name, scope, row)
 
     async def stale_count(self, name: str, now: float) -> int:
         """The stale scopes, counted by the script."""
-        b = self._backend
-        with guard(b._safe_url, "freshness"):
-            reply = await b._scripts.freshness_scopes(b._redis, "count", name, now, True, 0)
-        return int(cast(int, reply))
+        return int(cast(int, await self._scopes("count", name, now, True, 0)))
 
     async def scopes(self, name: str, now: float, stale_only: bool, limit: int) -> list[ScopeState]:
         """The scopes, earliest stale first."""
-        b = self._backend
-        with guard(b._safe_url, "freshness"):
-            reply = await b._scripts.freshness_scopes(
-                b._redis, "scopes", name, now, stale_only, max(int(limit), 0)
-            )
+        reply = await self._scopes("scopes", name, now, stale_only, max(int(limit), 0))
         return scope_rows(name, reply)

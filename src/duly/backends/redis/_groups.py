@@ -1,5 +1,5 @@
 """Groups on Redis: the group's enqueue (one script with its members, ``enqueue.lua``) and its
-record (the ``grp:<id>`` hash the scripts keep, see ``lua/_common.lua``)."""
+record (the ``grp:<id>`` hash the scripts keep, see ``lua/_groups.lua``)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
 from duly._records import GroupRecord, NewGroup, NewJob
-from duly.backends.redis._connection import Client, guard
+from duly.backends.redis._clients import Client
+from duly.backends.redis._enqueue import store_group
 from duly.backends.redis._keys import Keyspace
 
 if TYPE_CHECKING:
-    from duly.backends.redis import RedisBackend
+    from duly.backends.redis._connection import RedisConnection
 
 __all__ = ["RedisGroups"]
 
@@ -38,24 +39,20 @@ async def get_group(client: Client, keys: Keyspace, group_id: str) -> GroupRecor
 class RedisGroups:
     """``duly.backends.groups.GroupStore`` on Redis (``backend.groups``)."""
 
-    def __init__(self, backend: RedisBackend) -> None:
-        self._backend = backend
+    def __init__(self, conn: RedisConnection) -> None:
+        self._conn = conn
 
     async def store(self, group: NewGroup, members: Sequence[NewJob]) -> None:
         """Store the group with its members and callback in one script call."""
-        b = self._backend
+        c = self._conn
         jobs = [*members, group.callback] if group.callback is not None else list(members)
-        with guard(b._safe_url, "enqueue_group"):
-            if b.durability is None:
-                found = await b._scripts.enqueue_group(b._redis, group, jobs)
-            else:
-                [reply] = await b.durability.enqueue(b._scripts, b._redis, jobs, b._safe_url, group)
-                found = b._scripts.collect_group(jobs, reply)
+        with c.guard("enqueue_group"):
+            found = await store_group(c, group, jobs)
         if any(f is not None for f in found):
             raise ValueError(f"group {group.id!r}: a job id of it is already stored")
 
     async def get(self, group_id: str) -> GroupRecord | None:
         """The group's hash, or None."""
-        b = self._backend
-        with guard(b._safe_url, "get_group"):
-            return await get_group(b._redis, b.keys, group_id)
+        c = self._conn
+        with c.guard("get_group"):
+            return await get_group(c.client, c.keys, group_id)

@@ -20,10 +20,10 @@ from redis.asyncio.connection import AbstractConnection
 
 from duly._records import JobRecord
 from duly.backends.redis import _codec
-from duly.backends.redis._connection import guard
+from duly.backends.redis._claim import claim_rows
 
 if TYPE_CHECKING:
-    from duly.backends.redis import RedisBackend
+    from duly.backends.redis._connection import RedisConnection
 
 __all__ = ["Inbox", "RedisHandoff"]
 
@@ -110,8 +110,8 @@ class RedisHandoff:
     """``duly.backends.handoff.Handoff`` on one Redis server (``backend.handoff``; None on a
     cluster or Sentinel, whose workers only wake)."""
 
-    def __init__(self, backend: RedisBackend) -> None:
-        self._backend = backend
+    def __init__(self, conn: RedisConnection) -> None:
+        self._conn = conn
         self._inboxes: dict[str, Inbox] = {}
 
     async def claim_idle(
@@ -127,11 +127,11 @@ class RedisHandoff:
         """claim.lua with the idle registration (see the protocol)."""
         if not queues:
             return []
-        b = self._backend
+        c = self._conn
         idle = (idle_for, float(lease_until) + idle_for, withdraw)
-        with guard(b._safe_url, "claim"):
-            handed, rows = await b._scripts.claim(
-                b._redis, worker, queues, max(limit, 0), now, lease_until, idle
+        with c.guard("claim"):
+            handed, rows = await claim_rows(
+                c, worker, queues, max(limit, 0), now, lease_until, idle
             )
         now, lease_until = float(now), float(lease_until)
         return [_codec.handed(row, worker) for row in handed] + [
@@ -144,15 +144,15 @@ class RedisHandoff:
         """BLPOP on the worker's inbox, cut short by a wake-up or ``stop``."""
         if stop.is_set():
             return []
-        b = self._backend
-        client = b._redis
+        c = self._conn
+        client = c.client
         inbox = self._inboxes.get(worker)
         if inbox is None:
-            inbox = self._inboxes[worker] = Inbox(b.keys.inbox(worker))
-        with guard(b._safe_url, "wait_for_work"):
-            if await b._wake.woken(client, queues):
+            inbox = self._inboxes[worker] = Inbox(c.keys.inbox(worker))
+        with c.guard("wait_for_work"):
+            if await c.wake.woken(client, queues):
                 return []
-            wake = b._wake.wait(client, queues, timeout)
+            wake = c.wake.wait(client, queues, timeout)
             # one server (only then is there a hand-off): a plain client, not a cluster's
             row = await inbox.wait(cast(Redis, client), [wake, stop.wait()], timeout)
         return [] if row is None else [_codec.handed(row, worker)]
@@ -164,11 +164,9 @@ class RedisHandoff:
             await inbox.close()
         if not queues:
             return []
-        b = self._backend
-        with guard(b._safe_url, "withdraw"):
-            handed, _ = await b._scripts.claim(
-                b._redis, worker, queues, 0, 0.0, 0.0, (0.001, 0.0, True)
-            )
+        c = self._conn
+        with c.guard("withdraw"):
+            handed, _ = await claim_rows(c, worker, queues, 0, 0.0, 0.0, (0.001, 0.0, True))
         return [_codec.handed(row, worker) for row in handed]
 
     async def close(self) -> None:

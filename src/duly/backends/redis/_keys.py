@@ -97,7 +97,7 @@ ZPOPMIN then yields: higher priority first, handed-back first, FIFO, ties by id.
 an integer below 2**53, so doubles hold it exactly.
 
 Events: every script that stores a job or changes a job's status emits one event per change
-(``emit`` in ``lua/_common.lua``) and writes them at its end as one ``ev`` entry per 1000: id
+(``emit`` in ``lua/_events.lua``) and writes them at its end as one ``ev`` entry per 1000: id
 ``0-<number of its last event>`` (events are numbered per namespace, ``ev:n`` the last
 number), fields ``n`` count (absent = 1), ``a`` server ms, ``e`` msgpack ``[job id, status,
 task, queue, key or '', ...]`` with the status as its code (1-based in ``records.STATUSES``);
@@ -120,7 +120,8 @@ running job. The worker's next claim withdraws its registration and takes its in
 
 Lua scripts receive the prefix (``{<namespace>}:``) as ``ARGV[1]`` and build the per-id keys
 (``j:``, ``q:``, ``k:``, ``s:``, ``gr:``, ``gw:``, ``rl:``) with the helpers in
-``lua/_common.lua``, which mirror the methods below; the backend tests check both sides agree.
+``lua/_jobs.lua`` and ``lua/_concurrency.lua``, which mirror the methods below; the backend
+tests check both sides agree.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ __all__ = ["DEFAULT_MAX_ATTEMPTS", "PRIORITY_MAX", "PRIORITY_MIN", "Keyspace"]
 #: Priorities are clamped to this range for ordering (the stored value is kept as given).
 PRIORITY_MIN = -1000
 PRIORITY_MAX = 1000
-#: A job hash without ``m`` has this max_attempts (DEFAULT_MAX_ATTEMPTS in lua/_common.lua).
+#: A job hash without ``m`` has this max_attempts (DEFAULT_MAX_ATTEMPTS in lua/_jobs.lua).
 DEFAULT_MAX_ATTEMPTS = 4
 
 

@@ -11,7 +11,7 @@ from contextlib import suppress
 
 from redis.asyncio.client import PubSub
 
-from duly.backends.redis._connection import Client, guard
+from duly.backends.redis._clients import Client, guard
 
 __all__ = ["Wake"]
 

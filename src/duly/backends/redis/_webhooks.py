@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING, Any, cast
 import msgspec
 
 from duly._records import WebhookRecord
-from duly.backends.redis._connection import guard
 from duly.backends.redis._keys import Keyspace
 
 if TYPE_CHECKING:
-    from duly.backends.redis import RedisBackend
+    from duly.backends.redis._connection import RedisConnection
 
 __all__ = ["RedisWebhooks"]
 
@@ -44,23 +43,23 @@ async def delete_webhook(client: Any, keys: Keyspace, digest: str) -> bool:
 class RedisWebhooks:
     """``duly.backends.webhooks.WebhookStore`` on Redis (``backend.webhooks``)."""
 
-    def __init__(self, backend: RedisBackend) -> None:
-        self._backend = backend
+    def __init__(self, conn: RedisConnection) -> None:
+        self._conn = conn
 
     async def store(self, hook: WebhookRecord) -> None:
         """HSETNX the record; ValueError if the digest is taken."""
-        b = self._backend
-        with guard(b._safe_url, "store_webhook"):
-            await store_webhook(b._redis, b.keys, hook)
+        c = self._conn
+        with c.guard("store_webhook"):
+            await store_webhook(c.client, c.keys, hook)
 
     async def get(self, digest: str) -> WebhookRecord | None:
         """The record, or None."""
-        b = self._backend
-        with guard(b._safe_url, "get_webhook"):
-            return await get_webhook(b._redis, b.keys, digest)
+        c = self._conn
+        with c.guard("get_webhook"):
+            return await get_webhook(c.client, c.keys, digest)
 
     async def delete(self, digest: str) -> bool:
         """HDEL the record; False if there was none."""
-        b = self._backend
-        with guard(b._safe_url, "delete_webhook"):
-            return await delete_webhook(b._redis, b.keys, digest)
+        c = self._conn
+        with c.guard("delete_webhook"):
+            return await delete_webhook(c.client, c.keys, digest)

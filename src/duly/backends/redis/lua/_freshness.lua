@@ -1,5 +1,9 @@
--- _freshness.lua: freshness helpers (PRODUCT §7), appended to _common.lua by scripts.py (a
--- script carries only the helpers it uses). Keys (keys.py, "Freshness"): f:<member> hash per
+-- _freshness.lua: freshness helpers (PRODUCT §7), included by the scripts that store a sync or
+-- end one (freshness.lua; finish, recover and cancel through fresh_ended).
+--@include _jobs
+--@include _events
+--
+-- Keys (keys.py, "Freshness"): f:<member> hash per
 -- scope, member = name SEP scope; fd:<name> zset of a freshness's scopes by next_due (the
 -- baseline/backoff due index); fs:<name> zset of a freshness's scopes by stale_at (last_success +
 -- max_staleness; NEVER for a scope never synced). A sync job carries its scope's member in
@@ -31,6 +35,27 @@ local function fresh_error(errors)
   end
   local last = list[#list]
   return tostring(last.type or 'Error') .. ': ' .. tostring(last.message or '')
+end
+
+-- Stores scope `member`'s sync job `id`, `queued` at `now` with `priority` (0 = none stored) in
+-- its ready zset and the all-jobs index `all_key` (and its key index with a key), its queue in
+-- the queues set `queues_key` and in `woken`, and emits its `queued` event (the same event an
+-- enqueue emits; the script writes it with trim_events).
+local function fresh_store_sync(all_key, queues_key, id, task, queue, max_attempts, key,
+                                priority, payload, member, now, woken)
+  local jk = job_key(id)
+  redis.call('HSET', jk, 't', task, 'q', queue, 'p', payload, 's', 'queued',
+    'm', max_attempts, 'e', now, 'fs', member)
+  if priority ~= 0 then redis.call('HSET', jk, 'r', priority) end
+  if key ~= '' then
+    redis.call('HSET', jk, 'k', key)
+    redis.call('ZADD', key_index(key), 0, id)
+  end
+  redis.call('ZADD', ready_key(queue), fifo_score(priority, now), id)
+  redis.call('ZADD', all_key, 0, id)
+  redis.call('SADD', queues_key, queue)
+  woken[queue] = true
+  emit(id, 'queued', task, queue, key)
 end
 
 -- Job `id` (a scope's sync, if it has an `fs` field) reached `status` (succeeded | failed |

@@ -1,4 +1,6 @@
--- _handoff.lua: helpers of the direct hand-off (keys.py, "Hand-off"), prepended like _common.lua.
+-- _handoff.lua: helpers of the direct hand-off (keys.py, "Hand-off"), included by claim.lua
+-- and enqueue.lua.
+--@include _jobs
 --
 -- A worker process whose claim (claim.lua, idle mode) found nothing registers as idle: its entry
 -- iv:<worker> = "<lease_until> <inbox ttl ms> <queue> <queue>..." lives `ttl` ms (SET PX, the

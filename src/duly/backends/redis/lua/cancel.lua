@@ -15,6 +15,12 @@
 -- stays `running` (in `run`, holding its gate slot and unique key) until its run ends: its
 -- worker's heartbeat reports it (heartbeat.lua), and finish.lua, or recover.lua if the worker
 -- died, makes it `cancelled` whatever the outcome.
+--@include _jobs
+--@include _unique
+--@include _concurrency
+--@include _events
+--@include _groups
+--@include _freshness
 local id = ARGV[2]
 local jk = job_key(id)
 local f = redis.call('HMGET', jk, 's', 'q', 'g', 'u', 'ux', 't', 'k', 'gp')

@@ -30,6 +30,11 @@
 -- Quarantine fairness: a job that already lost a worker (n > 0) may be a poison pill that kills
 -- whoever runs it, so it is handed out alone: only as the first job of a claim, and the claim
 -- stops after it. Jobs popped but not taken go back with their scores unchanged.
+--@include _jobs
+--@include _unique
+--@include _concurrency
+--@include _events
+--@include _handoff
 local want = tonumber(ARGV[3])
 local worker, now, lease_until = ARGV[2], ARGV[4], ARGV[5]
 local out = {}

@@ -32,6 +32,11 @@
 -- that queue, if any (claim.lua's change: `running`, attempts 1, started_at = enqueued_at,
 -- worker, the registration's lease_until, in `run`, counted, a `running` event after its
 -- `queued` one), and its row pushed to that worker's inbox; its queue is not published for it.
+--@include _jobs
+--@include _unique
+--@include _events
+--@include _groups
+--@include _handoff
 local out = {}
 local ready = {}      -- queue -> {score, id, score, id, ...}
 local all = {}

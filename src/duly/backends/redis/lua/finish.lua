@@ -30,6 +30,13 @@
 -- is recorded in its group (settle_member), which may queue the group's callback.
 -- Counters: succeeded and again -> s, failed -> f, retry -> r in the minute bucket (field
 -- task SEP queue SEP letter), which expires after the TTL. Index updates are batched.
+--@include _jobs
+--@include _unique
+--@include _concurrency
+--@include _events
+--@include _groups
+--@include _cancel
+--@include _freshness
 local worker, now, minute = ARGV[2], ARGV[3], ARGV[4]
 local now_n = tonumber(now)
 local out = {}

@@ -1,4 +1,4 @@
--- format.lua: read the storage format of a namespace's data, and record a newer one (format.py).
+-- format.lua: read the storage format of a namespace's data, and record a newer one (_migrate.py).
 --
 -- KEYS[1] format (string: the format number)
 -- KEYS[2] all, KEYS[3] queues (only looked at: does the namespace hold data?)

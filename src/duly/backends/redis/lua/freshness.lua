@@ -12,7 +12,11 @@
 -- A new scope gets next_due = its first baseline time. The policy of the latest call is stored.
 -- A scope with an active sync (`j`) never gets a second one (`j` is cleared by the step that
 -- ends that job: fresh_ended in finish, recover and cancel). A stored sync job is `queued` with
--- field `fs` = the scope's member, the priority freshness_state.sync_priority, the key given.
+-- field `fs` = the scope's member, the priority freshness_state.sync_priority, the key given;
+-- it emits its `queued` event, as an enqueue does (fresh_store_sync).
+--@include _jobs
+--@include _events
+--@include _freshness
 local now = ARGV[3]
 local now_n = tonumber(now)
 local out = {}
@@ -64,27 +68,18 @@ for i = 4, #ARGV, 17 do
   end
   local enqueued = 0
   if want ~= '' then
-    local id, queue, key = ARGV[i + 9], ARGV[i + 11], ARGV[i + 13]
+    local id = ARGV[i + 9]
     local p = priority(tonumber(ARGV[i + 14]), reason, ls, ms)
     local payload = want == 'full' and ARGV[i + 15] or ARGV[i + 16]
-    local jk = job_key(id)
-    redis.call('HSET', jk, 't', ARGV[i + 10], 'q', queue, 'p', payload, 's', 'queued',
-      'm', ARGV[i + 12], 'e', now, 'fs', member)
-    if p ~= 0 then redis.call('HSET', jk, 'r', p) end
-    if key ~= '' then
-      redis.call('HSET', jk, 'k', key)
-      redis.call('ZADD', key_index(key), 0, id)
-    end
-    redis.call('ZADD', ready_key(queue), fifo_score(p, now), id)
-    redis.call('ZADD', KEYS[1], 0, id)
-    redis.call('SADD', KEYS[2], queue)
+    fresh_store_sync(KEYS[1], KEYS[2], id, ARGV[i + 10], ARGV[i + 11], ARGV[i + 12],
+      ARGV[i + 13], p, payload, member, now, woken)
     redis.call('HSET', fk, 'j', id, 'rb', reason, 'jt', ARGV[i + 8])
-    woken[queue] = true
     enqueued = 1
   end
   local s = redis.call('HMGET', fk, 'ls', 'la', 'nf', 'le', 'nd', 'rb', 'j')
   out[#out + 1] = {s[1] or '', s[2] or '', s[3] or '0', s[4] or '', s[5] or '', s[6] or '',
     s[7] or '', enqueued}
 end
+trim_events()
 publish_all(ARGV[2], woken)
 return out

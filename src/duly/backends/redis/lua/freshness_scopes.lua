@@ -9,6 +9,8 @@
 -- ARGV[1] prefix
 -- Returns 'scopes': per scope {scope, ms, ls, la, nf, le, nd, rb, j} ('' = none);
 --         'due': the scopes.
+--@include _jobs
+--@include _freshness
 local mode, name, now, limit = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[6])
 if mode == 'count' then
   return redis.call('ZCOUNT', fresh_index(name), '-inf', now)

@@ -8,6 +8,7 @@
 -- Only a job whose hash says `running` under this worker gets the new lease, both in its hash
 -- (l) and as its score in `run` (a job being cancelled too: it runs until its run ends); any
 -- other id is reported and left untouched.
+--@include _jobs
 local worker, lease_until = ARGV[2], ARGV[4]
 redis.call('ZADD', KEYS[2], ARGV[3], worker)
 local gone = {}

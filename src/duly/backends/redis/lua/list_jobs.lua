@@ -9,6 +9,7 @@
 --
 -- At most `scan bound` index entries are examined per call, so a filter that matches few of
 -- the newest jobs returns what it found within the bound (documented in the backend).
+--@include _jobs
 local mode, limit, bound = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local want_status, want_task, want_queue = ARGV[5], ARGV[6], ARGV[7]
 local before = ARGV[8]

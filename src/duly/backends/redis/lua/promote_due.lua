@@ -7,6 +7,8 @@
 -- Reads only due entries (ZRANGEBYSCORE -inf now LIMIT 0 limit), so the cost never depends on
 -- the number not yet due. Each becomes `queued` in its ready zset at its FIFO place (by
 -- enqueued_at); an entry whose hash is not scheduled/retrying is a stale one and just dropped.
+--@include _jobs
+--@include _events
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
 local moved = 0
 local counts = {}

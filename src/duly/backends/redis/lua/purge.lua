@@ -7,7 +7,7 @@
 -- ARGV[5] worker cutoff: workers last seen before this time are forgotten (they died without
 --         unregistering), at most 1000 per call
 -- ARGV[6] events age (s): `ev` entries older than that by the server's clock are trimmed (the
---         count bound is kept by each writer, see "Events" in _common.lua)
+--         count bound is kept by each writer, see _events.lua)
 -- Returns the number of jobs deleted.
 --
 -- Takes up to `limit` ids of `exp` with expire_at <= now. A job that is still finished is
@@ -16,6 +16,7 @@
 -- Counter buckets: at most 1500 per call (a day has 1440 minutes). A finished job never has a
 -- `u` entry (finishing ended its hold) and rate-limit state (rl:<key>) expires by itself when its
 -- tat passes (reserve_rate.lua), so neither needs work here.
+--@include _jobs
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
 local deleted = 0
 for _, id in ipairs(ids) do

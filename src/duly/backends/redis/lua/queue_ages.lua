@@ -12,6 +12,7 @@
 -- found, since its ready time cannot be less. A queue whose walk reaches the budget answers the
 -- best ready time among the jobs read (so an age can only be under-stated, and only when more
 -- than `budget` jobs were enqueued before the oldest one became ready).
+--@include _jobs
 local PAGE = 64
 local budget = tonumber(ARGV[2])
 local out = {}

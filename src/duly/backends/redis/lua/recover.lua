@@ -16,6 +16,13 @@
 -- a failure, its unique hold ended (end_hold). A job whose cancel was requested (field `c`)
 -- is neither: it ends `cancelled` (end_cancelled), its `lost` unchanged. Each emits its event;
 -- a quarantined group member is recorded in its group (settle_member).
+--@include _jobs
+--@include _unique
+--@include _concurrency
+--@include _events
+--@include _groups
+--@include _cancel
+--@include _freshness
 local now = ARGV[2]
 local max_lost = tonumber(ARGV[3])
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now, 'LIMIT', 0, tonumber(ARGV[4]))

@@ -15,6 +15,8 @@
 -- requests after it need not repeat not_before). The key expires (PX) when the stored tat
 -- passes, measured from the caller's `now`: passed state (floor included) equals none, so it
 -- vanishes by itself and purge has nothing to do for rate limits.
+--@include _jobs
+--@include _concurrency
 local now = tonumber(ARGV[2])
 local out = {}
 for i = 3, #ARGV, 4 do

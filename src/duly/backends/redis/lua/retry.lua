@@ -10,6 +10,9 @@
 -- nothing changes. The job leaves s:<status> and `exp`; becomes `queued` at its FIFO place (by
 -- enqueued_at) with attempts and lost reset to 0; finished_at, result, expire_at, started_at,
 -- worker, lease and rate slot are removed; the error history (x) is kept. Its queue is woken.
+--@include _jobs
+--@include _unique
+--@include _events
 local id = ARGV[2]
 local jk = job_key(id)
 local f = redis.call('HMGET', jk, 's', 'q', 'r', 'e', 'u', 't', 'k')

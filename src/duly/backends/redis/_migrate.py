@@ -1,10 +1,12 @@
-"""The storage format of a Redis namespace, and the steps that bring older data up to date.
+"""The storage format of a Redis namespace, and the steps that bring older data up to date
+(Redis keeps no schema: this is its migration).
 
 The format is the ``{<namespace>}:format`` key (inside the namespace's hash tag, so on a
 cluster it lives with the data). ``format.lua`` reads it and records a newer one, never a lower
 one. A namespace that holds data but no format key was written by duly 0.1.0: format 1.
 
-Opening a backend (and the first blocking enqueue, which opens nothing) runs ``Formats``:
+Opening a backend (``open``; and the first blocking enqueue, which opens nothing) runs
+``Formats``:
 
 - nothing stored yet: record ``FORMAT`` (nothing to convert);
 - an older format: run each step above it in order, recording its number after it, so a crash
@@ -32,11 +34,12 @@ from typing import Any, Final
 
 from duly._errors import StorageTooNew
 from duly._records import StorageFormat
-from duly.backends.redis._connection import Client
+from duly.backends.redis._clients import Client
+from duly.backends.redis._connection import RedisConnection
 from duly.backends.redis._keys import Keyspace
 from duly.backends.redis._scripts import Script, Value
 
-__all__ = ["FORMAT", "STEPS", "Formats", "Step"]
+__all__ = ["FORMAT", "STEPS", "Formats", "Step", "open_namespace"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,3 +110,14 @@ class Formats:
         """The stored format (written nothing) and ``FORMAT``."""
         script, keys, args = self._format_call("peek")
         return StorageFormat(int(await script(client, keys, args)), FORMAT)
+
+
+async def open_namespace(conn: RedisConnection, formats: Formats) -> None:
+    """Check the server answers, register the scripts, and check (and upgrade) the storage
+    format: what ``open`` and ``migrate`` do."""
+    with conn.guard("open"):
+        client = conn.client
+        await client.ping()
+        await conn.load_scripts()
+        if not formats.ready:
+            await formats.ensure(client)
