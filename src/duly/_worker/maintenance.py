@@ -67,6 +67,7 @@ class Maintenance:
     """The background loops of one worker (``worker``: its id; ``lease``: seconds).
 
     ``held()`` names the jobs whose leases the heartbeat renews (running or not yet reported),
+    and ``share(ids)``, if any, is told them at each heartbeat (a supervisor renews them too);
     ``stop_runs(ids)`` is told of the ones the backend took back; a job recovered from a dead
     worker and quarantined is reported through ``report_failure``; ``freshness(now)`` enqueues
     the due syncs of the App's mirrors; ``scheduler``, if any, is run every 0.5 s."""
@@ -82,6 +83,7 @@ class Maintenance:
         hooks: Hooks,
         reporter: Reporter,
         held: Callable[[], Collection[str]],
+        share: Callable[[list[str]], None] | None,
         stop_runs: Callable[[list[str]], None],
         report_failure: Callable[[JobRecord, Outcome, BaseException | None], Awaitable[None]],
         freshness: Callable[[float], Awaitable[Any]],
@@ -95,6 +97,7 @@ class Maintenance:
         self.hooks = hooks
         self.reporter = reporter
         self.held = held
+        self.share = share
         self.stop_runs = stop_runs
         self.report_failure = report_failure
         self.sweep = freshness
@@ -107,8 +110,11 @@ class Maintenance:
         interval = self.lease / 3
         while True:
             await asyncio.sleep(interval)
+            held = [*self.held()]
+            if self.share is not None:
+                self.share(held)
             now = self.clock.now()
-            beat = self.backend.heartbeat(self.worker, [*self.held()], now, now + self.lease)
+            beat = self.backend.heartbeat(self.worker, held, now, now + self.lease)
             if gone := await logged(beat, "heartbeat"):
                 self.stop_runs(gone)
 

@@ -34,6 +34,7 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from duly._errors import BackendUnavailable, ConfigurationError, DulyError
@@ -44,6 +45,7 @@ from duly._scheduler import Scheduler
 from duly._task import check_queue
 from duly._worker.admission import Admission
 from duly._worker.execute import Execution, failure_outcome
+from duly._worker.leases import LeaseShare
 from duly._worker.maintenance import PROMOTE_INTERVAL, Maintenance, Retention, logged
 from duly._worker.outcomes import BATCH_LIMIT, Outcomes
 from duly._worker.reporting import Reporter, WorkerStats
@@ -98,7 +100,9 @@ class Worker:
     once no job is queued, due or running here (jobs due later are left for later);
     ``scheduler`` runs the periodic tasks' scheduler in this worker (the default);
     ``connect_timeout`` (seconds; default: forever) bounds how long ``run()`` retries an
-    unreachable backend at start before raising ``BackendUnavailable``.
+    unreachable backend at start before raising ``BackendUnavailable``; ``lease_share``
+    tells a supervising process the jobs held here, so it renews their leases too (``duly
+    worker --processes P`` gives its children one: see ``duly._worker.leases``).
     """
 
     def __init__(
@@ -115,6 +119,7 @@ class Worker:
         install_signal_handlers: bool = True,
         name: str | None = None,
         connect_timeout: float | None = None,
+        lease_share: LeaseShare | None = None,
     ) -> None:
         if concurrency < 1:
             raise ConfigurationError("concurrency must be >= 1")
@@ -130,6 +135,7 @@ class Worker:
         self.poll = float(poll)
         self.burst = burst
         self.connect_timeout = connect_timeout
+        self._lease_share = lease_share
         self.scheduler = Scheduler(app) if scheduler and app.schedules else None
         self.install_signal_handlers = install_signal_handlers
         self.id = name or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-6:]}"
@@ -229,6 +235,8 @@ class Worker:
             for helper in helpers:
                 helper.cancel()
             await asyncio.gather(ack, *helpers, return_exceptions=True)
+            if self._lease_share is not None:
+                self._lease_share.bye(self.id)
             with contextlib.suppress(DulyError, OSError):
                 await self._backend.unregister_worker(self.id)
             self._threads.shutdown()
@@ -258,6 +266,7 @@ class Worker:
             hooks=app.hooks,
             reporter=self._report,
             held=self._held,
+            share=None if (share := self._lease_share) is None else partial(share.held, self.id),
             stop_runs=self._stop_runs,
             report_failure=self._outcomes.report_failure,
             freshness=lambda now: sweep(app, backend, now),
@@ -345,8 +354,16 @@ class Worker:
             if not records:
                 records = await self._wait_for_work()
             if records:
-                for record in await self._admission.admit(records):
-                    self._start(record)
+                await self._begin(records)
+
+    async def _begin(self, records: list[JobRecord]) -> None:
+        """Start the claimed jobs their rate limits admit now (the others are deferred)."""
+        admitted = await self._admission.admit(records)
+        if self._lease_share is not None and admitted:
+            # Before their code runs: one of them may hold the GIL from its first line on.
+            self._lease_share.add(self.id, [record.id for record in admitted])
+        for record in admitted:
+            self._start(record)
 
     async def _claim(self, limit: int) -> list[JobRecord]:
         """Claim up to ``limit`` jobs; with hand-off, idle mode (registered idle if none)."""
@@ -395,8 +412,7 @@ class Worker:
             log.warning("withdraw: backend unavailable: %s", exc)
             return
         if records:
-            for record in await self._admission.admit(records):
-                self._start(record)
+            await self._begin(records)
 
     def _claim_order(self) -> list[str]:
         """The order to try the queues in for one claim: as given, or weighted at random (a
