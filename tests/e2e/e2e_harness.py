@@ -32,6 +32,7 @@ TASKS_MODULE = '''
 """Tasks of the end-to-end tests (written by tests/e2e/conftest.py)."""
 
 import asyncio
+import ctypes
 import os
 import time
 from datetime import timedelta
@@ -63,6 +64,16 @@ async def slow_async(n, seconds):
     _mark(f"slow-{n}", str(os.getpid()))
     await asyncio.sleep(seconds)
     _mark(f"slow-{n}.done", str(os.getpid()))
+    return n
+
+
+@app.task(name="e2e.hold_gil", retries=3)
+def hold_gil(n, seconds):
+    _mark(f"gil-{n}", str(os.getpid()))
+    # C code that keeps the GIL (a PyDLL call does not release it, as a runaway regex would
+    # not): no other thread of this process runs meanwhile, its heartbeat included.
+    ctypes.PyDLL(None).usleep(int(seconds * 1_000_000))
+    _mark(f"gil-{n}.done", str(os.getpid()))
     return n
 
 

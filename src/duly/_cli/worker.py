@@ -17,14 +17,13 @@ import click
 
 from duly._app import App
 from duly._cli.common import fail, load_app, translate_errors
+from duly._cli.worker_options import WorkerOptions, click_options
 from duly._errors import BackendUnavailable
+from duly._worker.leases import LeaseShare
 
 __all__ = ["default_processes", "resolve_processes", "scheduler", "worker"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-#: How long ``--burst`` retries an unreachable backend before exiting with code 2.
-DEFAULT_CONNECT_TIMEOUT = 10.0
 
 
 def _configure_logging(level: str, log_format: str = "text") -> None:
@@ -125,177 +124,54 @@ def resolve_processes(processes: int | None, burst: bool) -> int:
 
 @click.command()
 @_runner_app_options
-@click.option(
-    "--queues",
-    "-q",
-    default="default",
-    show_default=True,
-    help="Comma-separated queues, tried in order (earlier first); 'a:3,b:1' weighs them "
-    "instead (each claim tries them in a random order drawn by weight: no queue starves).",
-)
-@click.option(
-    "--concurrency",
-    "-c",
-    default=16,
-    show_default=True,
-    type=click.IntRange(1, 10_000),
-    help="Jobs run at once per process.",
-)
-@click.option(
-    "--processes",
-    "-p",
-    type=click.IntRange(1, 256),
-    envvar="DULY_PROCESSES",
-    show_envvar=True,
-    show_default="one per CPU core",
-    help="Worker processes; with more than one, a supervisor restarts dead ones. "
-    "With --burst the default is 1.",
-)
-@click.option(
-    "--lease",
-    default=30.0,
-    show_default=True,
-    type=click.FloatRange(2.0),
-    help="Seconds a job may go without a heartbeat before it is recovered.",
-)
-@click.option(
-    "--grace",
-    default=30.0,
-    show_default=True,
-    type=click.FloatRange(0.0),
-    help="Seconds a graceful stop (SIGTERM) waits for running jobs.",
-)
-@click.option(
-    "--burst",
-    is_flag=True,
-    help="Exit once no job is queued, due or running; exit 2 if the backend cannot be "
-    "reached within --connect-timeout.",
-)
-@click.option(
-    "--connect-timeout",
-    default=DEFAULT_CONNECT_TIMEOUT,
-    show_default=True,
-    type=click.FloatRange(0.0),
-    envvar="DULY_CONNECT_TIMEOUT",
-    show_envvar=True,
-    help="With --burst: seconds to retry an unreachable backend at start (with backoff) before "
-    "exiting with code 2. Without --burst a worker retries forever.",
-)
-@click.option(
-    "--scheduler/--no-scheduler",
-    default=True,
-    show_default=True,
-    help="Also run the periodic tasks' scheduler.",
-)
-@click.option(
-    "--log-level",
-    default="INFO",
-    show_default=True,
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-)
-@click.option(
-    "--log-format",
-    default="text",
-    show_default=True,
-    envvar="DULY_LOG_FORMAT",
-    show_envvar=True,
-    type=click.Choice(["text", "json"], case_sensitive=False),
-    help="json: one object per line (time, level, logger, message, and job_id, task, attempt, "
-    "queue, worker on job lines; traceback on errors).",
-)
-@click.option(
-    "--metrics-port",
-    type=click.IntRange(1, 65535),
-    default=None,
-    envvar="DULY_METRICS_PORT",
-    show_envvar=True,
-    help="Serve Prometheus metrics (duly_jobs_total, duly_job_duration_seconds, ...) at "
-    "http://HOST:PORT/metrics; needs duly[metrics]. With --processes > 1 the supervisor "
-    "serves the sum of its children (prometheus_client's multiprocess mode, in a temporary "
-    "$PROMETHEUS_MULTIPROC_DIR).",
-)
-@click.option(
-    "--metrics-host",
-    default="127.0.0.1",
-    show_default=True,
-    envvar="DULY_METRICS_HOST",
-    show_envvar=True,
-    help="Address the metrics are served on (0.0.0.0: every interface).",
-)
-@click.option("--metrics-child", is_flag=True, hidden=True)  # a supervised child: write metrics
+@click_options
 @translate_errors
-def worker(
-    app_path: str | None,
-    app_option: str | None,
-    url: str | None,
-    queues: str,
-    concurrency: int,
-    processes: int | None,
-    lease: float,
-    grace: float,
-    burst: bool,
-    connect_timeout: float,
-    scheduler: bool,
-    log_level: str,
-    log_format: str,
-    metrics_port: int | None,
-    metrics_host: str,
-    metrics_child: bool,
-) -> None:
+def worker(app_path: str | None, app_option: str | None, url: str | None, **values: Any) -> None:
     """Run the jobs of MODULE:APP ($DULY_APP) until SIGTERM/SIGINT, in one process per CPU
     core by default."""
     app_path = _app_path(app_path, app_option)
-    _configure_logging(log_level, log_format.lower())
-    queue_list = [q.strip() for q in queues.split(",") if q.strip()]
+    options = WorkerOptions.from_params(values)
+    _configure_logging(options.log_level, options.log_format.lower())
+    queue_list = [q.strip() for q in options.queues.split(",") if q.strip()]
     if not queue_list:
         fail("--queues needs at least one queue name", 2)
-    processes = resolve_processes(processes, burst)
+    processes = resolve_processes(options.processes, options.burst)
     app = load_app(app_path, url)  # also before a supervisor: a typo fails now, once
+    metrics_port = options.metrics_port
     if processes > 1:
+        from duly._worker.leases import LeaseKeeper
         from duly._worker.supervisor import Supervisor
 
-        argv = [
-            "worker",
-            app_path,
-            "--queues",
-            ",".join(queue_list),
-            "--concurrency",
-            str(concurrency),
-            "--processes",
-            "1",
-            "--lease",
-            str(lease),
-            "--grace",
-            str(grace),
-            "--log-level",
-            log_level,
-            "--log-format",
-            log_format,
-            "--scheduler" if scheduler else "--no-scheduler",
-            "--connect-timeout",
-            str(connect_timeout),
-            *(["--burst"] if burst else []),
-            *(["--url", url] if url else []),
-            *(["--metrics-child"] if metrics_port is not None else []),
-        ]
+        argv = ["worker", app_path, *(["--url", url] if url else []), *options.for_child().argv()]
         env, on_exit = (
-            _metrics_children(metrics_port, metrics_host) if metrics_port else (None, None)
+            _metrics_children(metrics_port, options.metrics_host) if metrics_port else (None, None)
         )
-        sys.exit(Supervisor(argv, processes, grace, burst=burst, env=env, on_exit=on_exit).run())
-    if metrics_port is not None or metrics_child:
+        leases = LeaseKeeper(app.backend, app.aclose, app.clock, options.lease)
+        supervisor = Supervisor(
+            argv,
+            processes,
+            options.grace,
+            burst=options.burst,
+            env=env,
+            on_exit=on_exit,
+            leases=leases,
+        )
+        sys.exit(supervisor.run())
+    if metrics_port is not None or options.metrics_child:
         _add_metrics_hook(app)
     if metrics_port is not None:
         from duly.observability._prometheus import serve_metrics
 
-        serve_metrics(metrics_port, metrics_host)
+        serve_metrics(metrics_port, options.metrics_host)
     runner = app.worker(
         queues=queue_list,
-        concurrency=concurrency,
-        lease=lease,
-        grace=grace,
-        burst=burst,
-        scheduler=scheduler,
-        connect_timeout=connect_timeout if burst else None,
+        concurrency=options.concurrency,
+        lease=options.lease,
+        grace=options.grace,
+        burst=options.burst,
+        scheduler=options.scheduler,
+        connect_timeout=options.connect_timeout if options.burst else None,
+        lease_share=None if options.lease_fd is None else LeaseShare(options.lease_fd),
     )
     _use_fast_loop()
     try:

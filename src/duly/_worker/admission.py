@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from duly._errors import BackendUnavailable, DulyError
 from duly._records import JobRecord, Outcome, RateRequest
 from duly._worker.execute import Execution
 
 if TYPE_CHECKING:
-    from duly._worker.worker import Worker
+    from duly._clock import Clock
+    from duly._task import Task
+    from duly._worker.reporting import WorkerStats
+    from duly.backends.base import Backend
 
 __all__ = ["Admission"]
 
@@ -28,14 +32,31 @@ _RATE_SLACK = 0.005
 
 
 class Admission:
-    """Rate-limit admission for one worker."""
+    """Rate-limit admission for one worker (``worker``: its id).
 
-    def __init__(self, worker: Worker) -> None:
+    ``tasks`` are the App's tasks by name (their limits); a job deferred to a later slot is
+    counted in ``stats`` and handed to ``defer_to`` (the outcomes to report) as a release."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        clock: Clock,
+        *,
+        worker: str,
+        tasks: Mapping[str, Task[Any, Any]],
+        stats: WorkerStats,
+        defer_to: Callable[[Execution, Outcome, BaseException | None], None],
+    ) -> None:
+        self.backend = backend
+        self.clock = clock
         self.worker = worker
+        self.tasks = tasks
+        self.stats = stats
+        self.defer_to = defer_to
 
     def rate_request(self, record: JobRecord, not_before: float = 0.0) -> RateRequest | None:
         """The slot this job must reserve before it runs, or None (no limit, slot held)."""
-        task = self.worker.app.tasks.get(record.task)
+        task = self.tasks.get(record.task)
         limits = None if task is None else task.config.limits
         if task is None or limits is None or limits.rate is None:
             return None
@@ -50,15 +71,13 @@ class Admission:
 
     async def admit(self, records: list[JobRecord]) -> list[JobRecord]:
         """The claimed jobs that may start now; the others are deferred to their slot."""
-        worker = self.worker
-        assert worker._backend is not None
         asking = [(r, q) for r in records if (q := self.rate_request(r)) is not None]
         if not asking:
             return records
-        now = worker.app.clock.now()
+        now = self.clock.now()
         starts: list[float | None]
         try:
-            starts = [*await worker._backend.reserve_rate([q for _, q in asking], now)]
+            starts = [*await self.backend.reserve_rate([q for _, q in asking], now)]
         except BackendUnavailable as exc:
             log.warning("rate limit: backend unavailable (%s); deferring %d jobs", exc, len(asking))
             starts = [None] * len(asking)  # no slot known: try again in a second
@@ -71,20 +90,19 @@ class Admission:
 
     def defer(self, record: JobRecord, run_at: float, rate_slot: float | None) -> None:
         """Hand ``record`` back to start at ``run_at`` (no attempt charged)."""
-        self.worker.stats.deferred += 1
+        self.stats.deferred += 1
         outcome = Outcome(record.id, "release", run_at=run_at, rate_slot=rate_slot)
-        self.worker._outcomes.put(Execution(record, self.worker.id, deferred=True), outcome, None)
+        self.defer_to(Execution(record, self.worker, deferred=True), outcome, None)
 
     async def throttled(self, execution: Execution, outcome: Outcome) -> Outcome:
         """A job raised ``Throttled``: pause its whole rate key until then, and take the first
         slot after the pause for this job."""
-        worker = self.worker
-        assert worker._backend is not None and outcome.run_at is not None
+        assert outcome.run_at is not None
         request = self.rate_request(execution.record, not_before=outcome.run_at)
         if request is None:
             return outcome
         try:
-            [start] = await worker._backend.reserve_rate([request], worker.app.clock.now())
+            [start] = await self.backend.reserve_rate([request], self.clock.now())
         except BackendUnavailable:
             return outcome
         return dataclasses.replace(outcome, run_at=start, rate_slot=start)

@@ -13,98 +13,145 @@ periodic scheduler.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import random
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Collection
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from duly._errors import DulyError
-from duly._freshness import sweep
+from duly._errors import BackendUnavailable, DulyError
 from duly._hooks import settle
 from duly._job import JobInfo
-from duly._records import Outcome
+from duly._records import JobRecord, Outcome
 from duly._worker.outcomes import BATCH_LIMIT
 
 if TYPE_CHECKING:
-    from duly._worker.worker import Worker
+    from duly._clock import Clock
+    from duly._hooks import Hooks
+    from duly._scheduler import Scheduler
+    from duly._worker.reporting import Reporter
+    from duly.backends.base import Backend
 
-__all__ = ["Maintenance"]
+__all__ = ["Maintenance", "Retention", "logged"]
+
+log = logging.getLogger("duly.worker")
 
 PROMOTE_INTERVAL = 0.25
 PURGE_INTERVAL = 30.0
 SCHEDULER_INTERVAL = 0.5
 
+T = TypeVar("T")
+
+
+async def logged(call: Awaitable[T], what: str) -> T | None:
+    """Await a backend call; on BackendUnavailable log and return None (the caller retries
+    at its next turn)."""
+    try:
+        return await call
+    except BackendUnavailable as exc:
+        log.warning("%s: backend unavailable: %s", what, exc)
+        return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Retention:
+    """The App's settings the recovery and purge apply (see ``duly.App``)."""
+
+    max_lost: int
+    failed_retention: float
+    stats_retention: float
+
 
 class Maintenance:
-    """The background loops of one worker."""
+    """The background loops of one worker (``worker``: its id; ``lease``: seconds).
 
-    def __init__(self, worker: Worker) -> None:
+    ``held()`` names the jobs whose leases the heartbeat renews (running or not yet reported),
+    and ``share(ids)``, if any, is told them at each heartbeat (a supervisor renews them too);
+    ``stop_runs(ids)`` is told of the ones the backend took back; a job recovered from a dead
+    worker and quarantined is reported through ``report_failure``; ``freshness(now)`` enqueues
+    the due syncs of the App's mirrors; ``scheduler``, if any, is run every 0.5 s."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        clock: Clock,
+        *,
+        worker: str,
+        lease: float,
+        retention: Retention,
+        hooks: Hooks,
+        reporter: Reporter,
+        held: Callable[[], Collection[str]],
+        share: Callable[[list[str]], None] | None,
+        stop_runs: Callable[[list[str]], None],
+        report_failure: Callable[[JobRecord, Outcome, BaseException | None], Awaitable[None]],
+        freshness: Callable[[float], Awaitable[Any]],
+        scheduler: Scheduler | None = None,
+    ) -> None:
+        self.backend = backend
+        self.clock = clock
         self.worker = worker
+        self.lease = lease
+        self.retention = retention
+        self.hooks = hooks
+        self.reporter = reporter
+        self.held = held
+        self.share = share
+        self.stop_runs = stop_runs
+        self.report_failure = report_failure
+        self.sweep = freshness
+        self.scheduler = scheduler
         #: The earliest scheduled/retrying job not yet due (None: none), from the last promote.
         self.next_due: float | None = None
 
     async def heartbeat_loop(self) -> None:
         """Renew the leases of the jobs held here; stop the runs the backend took back."""
-        worker = self.worker
-        backend = worker._backend
-        assert backend is not None
-        interval = worker.lease / 3
-        while not worker._closing:
+        interval = self.lease / 3
+        while True:
             await asyncio.sleep(interval)
-            held = [*worker._running, *worker._outcomes.unacked]
-            now = worker.app.clock.now()
-            gone = await worker._call(
-                backend.heartbeat(worker.id, held, now, now + worker.lease), "heartbeat"
-            )
-            for job_id in gone or ():
-                if (entry := worker._running.get(job_id)) is not None:
-                    task = worker.app.tasks.get(entry[0].record.task)
-                    worker._stops.request(*entry, is_async=task is not None and task.is_async)
+            held = [*self.held()]
+            if self.share is not None:
+                self.share(held)
+            now = self.clock.now()
+            beat = self.backend.heartbeat(self.worker, held, now, now + self.lease)
+            if gone := await logged(beat, "heartbeat"):
+                self.stop_runs(gone)
 
     async def maintenance_loop(self) -> None:
         """Promote due jobs often, recover orphans every ``lease / 4``, purge every 30 s."""
-        worker = self.worker
-        backend = worker._backend
-        assert backend is not None
-        recover_every = max(worker.lease / 4, 0.5)
+        recover_every = max(self.lease / 4, 0.5)
         next_recover = 0.0
         next_purge = time.monotonic() + random.uniform(0, PURGE_INTERVAL)
-        while not worker._closing:
+        while True:
             await self.freshness()
             await self.promote()
             if time.monotonic() >= next_recover:
                 await self.recover()
                 next_recover = time.monotonic() + recover_every
             if time.monotonic() >= next_purge:
-                now = worker.app.clock.now()
-                purge = backend.purge(now, BATCH_LIMIT, worker.app.stats_retention)
-                await worker._call(purge, "purge")
+                now = self.clock.now()
+                purge = self.backend.purge(now, BATCH_LIMIT, self.retention.stats_retention)
+                await logged(purge, "purge")
                 next_purge = time.monotonic() + PURGE_INTERVAL
             await asyncio.sleep(PROMOTE_INTERVAL)
 
     async def scheduler_loop(self) -> None:
         """Enqueue due periodic ticks (each tick is stored once however many workers run)."""
-        worker = self.worker
-        assert worker._backend is not None and worker.scheduler is not None
-        while not worker._closing:
-            await worker._call(worker.scheduler.run_once(worker._backend), "scheduler")
+        assert self.scheduler is not None
+        while True:
+            await logged(self.scheduler.run_once(self.backend), "scheduler")
             await asyncio.sleep(SCHEDULER_INTERVAL)
 
     async def freshness(self) -> None:
         """Enqueue the baseline syncs of due freshness scopes (PRODUCT §7; cost: the due)."""
-        worker = self.worker
-        if not worker.app.mirrors:
-            return
-        assert worker._backend is not None
-        await worker._call(sweep(worker.app, worker._backend, worker.app.clock.now()), "freshness")
+        await logged(self.sweep(self.clock.now()), "freshness")
 
     async def promote(self) -> None:
         """Move every due scheduled/retrying job to its queue (in batches)."""
-        worker = self.worker
-        assert worker._backend is not None
         while True:
-            result = await worker._call(
-                worker._backend.promote_due(worker.app.clock.now(), BATCH_LIMIT), "promote"
-            )
+            promote = self.backend.promote_due(self.clock.now(), BATCH_LIMIT)
+            result = await logged(promote, "promote")
             if result is None:
                 return
             moved, self.next_due = result
@@ -113,28 +160,25 @@ class Maintenance:
 
     async def recover(self) -> None:
         """Take back the jobs of dead workers (lapsed leases), once each across the fleet."""
-        worker = self.worker
-        backend = worker._backend
-        assert backend is not None
-        app = worker.app
-        now = app.clock.now()
-        recovered = await worker._call(
-            backend.recover(now, app.max_lost, BATCH_LIMIT, now + app.failed_retention),
+        backend, hooks, retention = self.backend, self.hooks, self.retention
+        now = self.clock.now()
+        recovered = await logged(
+            backend.recover(now, retention.max_lost, BATCH_LIMIT, now + retention.failed_retention),
             "recover",
         )
         if not recovered:
             return
-        if app.hooks.watching("recovered"):
+        if hooks.watching("recovered"):
             # Called before anything else is awaited: no run of a requeued job claimed by this
             # worker meanwhile is announced before its recovery.
-            pending = [p for e in recovered for p in app.hooks.call("recovered", e.id, e.requeued)]
+            pending = [p for e in recovered for p in hooks.call("recovered", e.id, e.requeued)]
             await settle("recovered", pending)
         for entry in recovered:
-            record = await worker._call(backend.get_job(entry.id), "get_job")
-            worker._report.recovered(entry, record)
+            record = await logged(backend.get_job(entry.id), "get_job")
+            self.reporter.recovered(entry, record)
             if record is None or entry.requeued or entry.cancelled:
                 continue
             error = DulyError(f"lost its worker {record.lost} times")
-            if app.hooks.watching("quarantined"):
-                await app.hooks.emit("quarantined", JobInfo.from_record(record), error)
-            await worker._outcomes.report_failure(record, Outcome(entry.id, "failed"), error)
+            if hooks.watching("quarantined"):
+                await hooks.emit("quarantined", JobInfo.from_record(record), error)
+            await self.report_failure(record, Outcome(entry.id, "failed"), error)

@@ -21,7 +21,10 @@ from duly._records import JobRecord, Outcome
 from duly._worker.execute import Execution
 
 if TYPE_CHECKING:
-    from duly._worker.worker import Worker
+    from duly._clock import Clock
+    from duly._hooks import Hooks
+    from duly._worker.reporting import Reporter
+    from duly.backends.base import Backend
 
 __all__ = ["BATCH_LIMIT", "Outcomes"]
 
@@ -32,15 +35,37 @@ BATCH_LIMIT = 1000
 
 
 class Outcomes:
-    """The outcomes a worker still has to report, and the loop that reports them."""
+    """The outcomes a worker still has to report, and the loop that reports them.
 
-    def __init__(self, worker: Worker) -> None:
+    ``worker`` is the id the outcomes are reported under; ``reporter`` counts and logs them
+    once applied, and ``hooks`` hear of them then."""
+
+    def __init__(
+        self, backend: Backend, clock: Clock, *, worker: str, hooks: Hooks, reporter: Reporter
+    ) -> None:
+        self.backend = backend
+        self.clock = clock
         self.worker = worker
+        self.hooks = hooks
+        self.reporter = reporter
         self.pending: list[tuple[Execution, Outcome, BaseException | None]] = []
         #: Jobs whose run ended here but whose outcome the backend has not applied yet (their
         #: leases are still renewed, so no other worker recovers them meanwhile).
         self.unacked: dict[str, Execution] = {}
         self.ready = asyncio.Event()
+        #: Set by ``close``: the loop reports what is left (until ``_deadline``), then ends.
+        self.closing = False
+        self._deadline = float("inf")
+
+    def close(self, deadline: float) -> None:
+        """The worker is closing: report what is left until ``deadline`` (monotonic), then
+        end the loop."""
+        self.closing = True
+        self._deadline = deadline
+        self.ready.set()
+
+    def _past_deadline(self) -> bool:
+        return self.closing and time.monotonic() > self._deadline
 
     def put(self, execution: Execution, outcome: Outcome, error: BaseException | None) -> None:
         """Queue ``outcome`` for the next report."""
@@ -50,29 +75,26 @@ class Outcomes:
 
     async def loop(self) -> None:
         """Report outcomes as they come, until the worker closes and nothing is left."""
-        worker = self.worker
         while True:
             await self.ready.wait()
             await asyncio.sleep(0)  # outcomes of jobs ending together go in one report
             self.ready.clear()
             await self.flush()
-            if worker._closing and (not self.pending or time.monotonic() > worker._close_deadline):
+            if self.closing and (not self.pending or self._past_deadline()):
                 return
 
     async def flush(self) -> None:
         """Report every pending outcome (retrying an unreachable backend with backoff)."""
-        worker = self.worker
-        backend = worker._backend
-        assert backend is not None
+        backend = self.backend
         backoff = 0.1
         while self.pending:
             batch = self.pending[:BATCH_LIMIT]
             try:
                 applied = await backend.finish(
-                    worker.id, [outcome for _, outcome, _ in batch], worker.app.clock.now()
+                    self.worker, [outcome for _, outcome, _ in batch], self.clock.now()
                 )
             except BackendUnavailable as exc:
-                if worker._closing and time.monotonic() > worker._close_deadline:
+                if self._past_deadline():
                     log.error(
                         "could not report %d outcomes before exit: %s; their jobs will "
                         "be recovered after their lease",
@@ -85,17 +107,17 @@ class Outcomes:
                 backoff = min(backoff * 2, 5.0)
                 continue
             del self.pending[: len(batch)]
-            hooks = worker.app.hooks
+            hooks = self.hooks
             # Hooks that take the batch's runs at once (PrometheusHook) hear of them after the
             # loop, in one call; the others one run at a time, here.
             told: list[Finished] | None = [] if hooks.batching_finished else None
             tell_one = hooks.watching("finished") or hooks.watching("retried")
             for (execution, outcome, error), ok in zip(batch, applied, strict=True):
                 self.unacked.pop(outcome.job_id, None)
-                failed_for_good = worker._report.ended(execution, outcome, ok)
+                failed_for_good = self.reporter.ended(execution, outcome, ok)
                 record = execution.record
                 if not ok:
-                    await worker._report.not_applied(backend, execution)
+                    await self.reporter.not_applied(backend, execution)
                     if hooks.watching("abandoned"):
                         await hooks.emit("abandoned", record, outcome)
                     continue
@@ -116,13 +138,13 @@ class Outcomes:
     ) -> None:
         """Tell the ``failed`` hooks (``on_failure`` callbacks) that ``record`` failed for
         good, as it now stands in the backend."""
-        hooks = self.worker.app.hooks
+        hooks = self.hooks
         if not hooks.watching("failed"):
             return
         final = dataclasses.replace(
             record,
             status="failed",
             errors=outcome.errors or record.errors,
-            finished_at=self.worker.app.clock.now(),
+            finished_at=self.clock.now(),
         )
         await hooks.emit("failed", JobInfo.from_record(final), error or DulyError("job failed"))

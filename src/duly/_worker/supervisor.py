@@ -7,17 +7,26 @@ gracefully, and a child still alive after its grace period is killed.
 
 With ``burst`` (``duly worker --burst --processes P``) every child drains and exits on its own:
 none is restarted, and the supervisor exits once all have, with the worst exit code.
+
+With a ``LeaseKeeper`` (``duly._worker.leases``), each child gets a pipe (``--lease-fd N``) to
+tell which jobs it holds, and the supervisor renews their leases while the child lives, so a
+child whose heartbeat is stopped by a task holding the GIL keeps its jobs.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from duly._worker.leases import LeaseKeeper
 
 __all__ = ["Supervisor"]
 
@@ -40,22 +49,38 @@ class Supervisor:
         burst: bool = False,
         env: Mapping[str, str] | None = None,
         on_exit: Callable[[int], None] | None = None,
+        leases: LeaseKeeper | None = None,
     ) -> None:
         """``env``: the children's environment (default: this process's); ``on_exit(pid)`` is
-        called once per child seen to exit (the metrics' bookkeeping of dead processes)."""
+        called once per child seen to exit (the metrics' bookkeeping of dead processes);
+        ``leases`` renews the leases of the live children's jobs (each child is told its pipe's
+        end by ``--lease-fd``)."""
         self.child_argv = [sys.executable, "-m", "duly", *child_argv]
         self.processes = processes
         self.grace = grace
         self.burst = burst
         self.env = dict(env) if env is not None else None
         self.on_exit = on_exit
+        self.leases = leases
         self._exited: set[int] = set()
         self._stopping = False
         self._children: dict[int, tuple[subprocess.Popen[bytes], float]] = {}
         self._delay: dict[int, float] = {}
 
     def _spawn(self, slot: int) -> None:
-        child = subprocess.Popen(self.child_argv, env=self.env)
+        if self.leases is None:
+            child = subprocess.Popen(self.child_argv, env=self.env)
+        else:
+            read, write = os.pipe()
+            argv = [*self.child_argv, "--lease-fd", str(write)]
+            try:
+                child = subprocess.Popen(argv, env=self.env, pass_fds=(write,))
+            except BaseException:
+                os.close(read)
+                raise
+            finally:
+                os.close(write)  # the child's end: its exit is then the pipe's end
+            self.leases.watch(child.pid, read)
         self._children[slot] = (child, time.monotonic())
         log.info("started worker process %d (pid %d)", slot, child.pid)
 
@@ -76,6 +101,15 @@ class Supervisor:
         """Supervise until a signal (or the end of a burst); returns the exit code."""
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
+        if self.leases is not None:
+            self.leases.start()
+        try:
+            return self._supervise()
+        finally:
+            if self.leases is not None:
+                self.leases.stop()
+
+    def _supervise(self) -> int:
         for slot in range(self.processes):
             self._spawn(slot)
         restart_at: dict[int, float] = {}
@@ -127,8 +161,13 @@ class Supervisor:
         return max(_exit_status(child.returncode) for child, _ in self._children.values())
 
     def _reaped(self, child: subprocess.Popen[bytes]) -> None:
-        if self.on_exit is not None and child.pid not in self._exited:
-            self._exited.add(child.pid)
+        """``child`` exited (told once per child)."""
+        if child.pid in self._exited:
+            return
+        self._exited.add(child.pid)
+        if self.leases is not None:
+            self.leases.forget(child.pid)  # its jobs' leases now lapse: they are recovered
+        if self.on_exit is not None:
             self.on_exit(child.pid)
 
 

@@ -34,16 +34,19 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from duly._errors import BackendUnavailable, ConfigurationError, DulyError
+from duly._freshness import sweep
 from duly._ids import new_id
 from duly._records import JobRecord, Outcome
 from duly._scheduler import Scheduler
 from duly._task import check_queue
 from duly._worker.admission import Admission
 from duly._worker.execute import Execution, failure_outcome
-from duly._worker.maintenance import PROMOTE_INTERVAL, Maintenance
+from duly._worker.leases import LeaseShare
+from duly._worker.maintenance import PROMOTE_INTERVAL, Maintenance, Retention, logged
 from duly._worker.outcomes import BATCH_LIMIT, Outcomes
 from duly._worker.reporting import Reporter, WorkerStats
 from duly._worker.stopping import StopRequests
@@ -97,7 +100,9 @@ class Worker:
     once no job is queued, due or running here (jobs due later are left for later);
     ``scheduler`` runs the periodic tasks' scheduler in this worker (the default);
     ``connect_timeout`` (seconds; default: forever) bounds how long ``run()`` retries an
-    unreachable backend at start before raising ``BackendUnavailable``.
+    unreachable backend at start before raising ``BackendUnavailable``; ``lease_share``
+    tells a supervising process the jobs held here, so it renews their leases too (``duly
+    worker --processes P`` gives its children one: see ``duly._worker.leases``).
     """
 
     def __init__(
@@ -114,6 +119,7 @@ class Worker:
         install_signal_handlers: bool = True,
         name: str | None = None,
         connect_timeout: float | None = None,
+        lease_share: LeaseShare | None = None,
     ) -> None:
         if concurrency < 1:
             raise ConfigurationError("concurrency must be >= 1")
@@ -129,6 +135,7 @@ class Worker:
         self.poll = float(poll)
         self.burst = burst
         self.connect_timeout = connect_timeout
+        self._lease_share = lease_share
         self.scheduler = Scheduler(app) if scheduler and app.schedules else None
         self.install_signal_handlers = install_signal_handlers
         self.id = name or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-6:]}"
@@ -137,15 +144,13 @@ class Worker:
         self._running: dict[str, tuple[Execution, asyncio.Task[None]]] = {}
         #: Running jobs that lost a worker before (while any runs, nothing more is claimed).
         self._suspects = 0
-        self._outcomes = Outcomes(self)
-        self._admission = Admission(self)
-        self._maintenance = Maintenance(self)
+        # The collaborators of a run, built by run() once the backend is open.
+        self._outcomes: Outcomes
+        self._admission: Admission
+        self._maintenance: Maintenance
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         self._stop_requested = False
-        #: Set when run() is winding down: the helper loops exit at their next check.
-        self._closing = False
-        self._close_deadline = float("inf")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._backend: Backend | None = None
         #: The backend, when it hands jobs to idle workers directly (not in burst mode).
@@ -179,18 +184,17 @@ class Worker:
     async def run(self) -> None:
         """Work until ``stop()``, a signal, or (with ``burst``) no work is left."""
         self._loop = asyncio.get_running_loop()
-        self._outcomes.ready = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         if self._stop_requested:
             self._stopping.set()
-        self._closing = False
         self._threads = ThreadRunner(self.concurrency)
         self._install_signals()
         self._backend = await self._connect()
         if HANDOFF.offered_by(self._backend) and not self.burst:
             self._handoff = HANDOFF.of(self._backend)
-        await self._call(
+        self._assemble(self._backend)
+        await logged(
             self._backend.register_worker(
                 self.id,
                 self.app.clock.now(),
@@ -226,18 +230,60 @@ class Worker:
         finally:
             # The ack loop is never cancelled mid-report (an outcome applied by the backend but
             # cancelled client-side would be sent twice, or, with redis-py's wait_for on 3.11,
-            # the cancel can be swallowed): it reports what is left, then sees _closing.
-            self._closing = True
-            self._close_deadline = time.monotonic() + max(self.grace, 5.0)
-            self._outcomes.ready.set()
+            # the cancel can be swallowed): it reports what is left, then ends.
+            self._outcomes.close(time.monotonic() + max(self.grace, 5.0))
             for helper in helpers:
                 helper.cancel()
             await asyncio.gather(ack, *helpers, return_exceptions=True)
+            if self._lease_share is not None:
+                self._lease_share.bye(self.id)
             with contextlib.suppress(DulyError, OSError):
                 await self._backend.unregister_worker(self.id)
             self._threads.shutdown()
             self._remove_signals()
             log.info("worker %s stopped", self.id)
+
+    def _assemble(self, backend: Backend) -> None:
+        """Build this run's collaborators, each given what it uses (not the worker)."""
+        app = self.app
+        self._outcomes = Outcomes(
+            backend, app.clock, worker=self.id, hooks=app.hooks, reporter=self._report
+        )
+        self._admission = Admission(
+            backend,
+            app.clock,
+            worker=self.id,
+            tasks=app.tasks,
+            stats=self.stats,
+            defer_to=self._outcomes.put,
+        )
+        self._maintenance = Maintenance(
+            backend,
+            app.clock,
+            worker=self.id,
+            lease=self.lease,
+            retention=Retention(app.max_lost, app.failed_retention, app.stats_retention),
+            hooks=app.hooks,
+            reporter=self._report,
+            held=self._held,
+            share=None if (share := self._lease_share) is None else partial(share.held, self.id),
+            stop_runs=self._stop_runs,
+            report_failure=self._outcomes.report_failure,
+            freshness=lambda now: sweep(app, backend, now),
+            scheduler=self.scheduler,
+        )
+
+    def _held(self) -> list[str]:
+        """The jobs whose leases this worker keeps: running, or run and not yet reported."""
+        return [*self._running, *self._outcomes.unacked]
+
+    def _stop_runs(self, job_ids: list[str]) -> None:
+        """The backend took these jobs back (a cancel, or a recovery elsewhere): stop their
+        runs here."""
+        for job_id in job_ids:
+            if (entry := self._running.get(job_id)) is not None:
+                task = self.app.tasks.get(entry[0].record.task)
+                self._stops.request(*entry, is_async=task is not None and task.is_async)
 
     async def _connect(self) -> Backend:
         delay = 0.1
@@ -265,14 +311,6 @@ class Worker:
         self._remove_signals()
         if self._threads is not None:
             self._threads.shutdown()
-
-    async def _call(self, coro: Any, what: str) -> Any:
-        """Await a backend call; on BackendUnavailable log and return None (caller retries)."""
-        try:
-            return await coro
-        except BackendUnavailable as exc:
-            log.warning("%s: backend unavailable: %s", what, exc)
-            return None
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, waking early on stop."""
@@ -316,8 +354,16 @@ class Worker:
             if not records:
                 records = await self._wait_for_work()
             if records:
-                for record in await self._admission.admit(records):
-                    self._start(record)
+                await self._begin(records)
+
+    async def _begin(self, records: list[JobRecord]) -> None:
+        """Start the claimed jobs their rate limits admit now (the others are deferred)."""
+        admitted = await self._admission.admit(records)
+        if self._lease_share is not None and admitted:
+            # Before their code runs: one of them may hold the GIL from its first line on.
+            self._lease_share.add(self.id, [record.id for record in admitted])
+        for record in admitted:
+            self._start(record)
 
     async def _claim(self, limit: int) -> list[JobRecord]:
         """Claim up to ``limit`` jobs; with hand-off, idle mode (registered idle if none)."""
@@ -366,8 +412,7 @@ class Worker:
             log.warning("withdraw: backend unavailable: %s", exc)
             return
         if records:
-            for record in await self._admission.admit(records):
-                self._start(record)
+            await self._begin(records)
 
     def _claim_order(self) -> list[str]:
         """The order to try the queues in for one claim: as given, or weighted at random (a
