@@ -228,7 +228,7 @@ class Mirror:
     def check(self, scope: str, *, active: bool = False) -> Freshness:
         """How fresh ``scope`` is; enqueues a full sync if it is stale (or never synced), a
         delta sync if it is half-way stale and ``active``. Never blocks on the upstream."""
-        return self.app._sync(self._call(scope, "check", active))
+        return self.app.run_sync(self._call(scope, "check", active))
 
     async def check_async(self, scope: str, *, active: bool = False) -> Freshness:
         """Async twin of ``check``."""
@@ -236,7 +236,7 @@ class Mirror:
 
     def request(self, scope: str) -> Freshness:
         """ "Refresh now": a full sync even when current or backing off (one at a time)."""
-        return self.app._sync(self._call(scope, "request", False))
+        return self.app.run_sync(self._call(scope, "request", False))
 
     async def request_async(self, scope: str) -> Freshness:
         """Async twin of ``request``."""
@@ -244,7 +244,7 @@ class Mirror:
 
     def touch(self, scope: str) -> Freshness:
         """After your own change upstream: a confirmation sync (``full=False``)."""
-        return self.app._sync(self._call(scope, "touch", False))
+        return self.app.run_sync(self._call(scope, "touch", False))
 
     async def touch_async(self, scope: str) -> Freshness:
         """Async twin of ``touch``."""
@@ -253,7 +253,7 @@ class Mirror:
     def scopes(self, stale_only: bool = False, limit: int = 100) -> list[Freshness]:
         """Known scopes (checked or synced), stalest first (by score), with their last error;
         ``stale_only``: only those with score >= 1."""
-        return self.app._sync(self.scopes_async(stale_only, limit))
+        return self.app.run_sync(self.scopes_async(stale_only, limit))
 
     async def scopes_async(self, stale_only: bool = False, limit: int = 100) -> list[Freshness]:
         """Async twin of ``scopes``."""
@@ -262,7 +262,7 @@ class Mirror:
     def gauges(self) -> FreshnessGauges:
         """SLA breaches and the stalest scope's staleness and score (two backend reads whose
         cost is the stale scopes, not all of them)."""
-        return self.app._sync(self.gauges_async())
+        return self.app.run_sync(self.gauges_async())
 
     async def gauges_async(self) -> FreshnessGauges:
         """Async twin of ``gauges``."""

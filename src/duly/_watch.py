@@ -289,7 +289,7 @@ class Watch(Task[P, R]):
         is active. A check running now finishes, but the watch does not continue, and that
         check is not counted in its history (the run's outcome is not kept, as for any job
         cancelled while it runs)."""
-        return self.app._sync(self.stop_async(*args, **kwargs))
+        return self.app.run_sync(self.stop_async(*args, **kwargs))
 
     async def stop_async(self, *args: P.args, **kwargs: P.kwargs) -> bool:
         """Async twin of ``stop``."""

@@ -116,7 +116,7 @@ async def fire_webhook(app: App, secret: str) -> str | None:
     )
     if app.hooks.watching("enqueuing"):
         app.hooks.call("enqueuing", [job])
-    results = await app._enqueue_built([job])
+    results = await app.enqueue_built([job])
     if app.hooks.watching("enqueued"):
         await app.hooks.emit("enqueued", [job], results)
     return str(results[0].id)
