@@ -22,7 +22,7 @@ from duly._job import Job, JobInfo
 from duly._portal import Portal
 from duly._records import STATS_RETENTION, EnqueueResult, NewJob
 from duly._registry import Registry, TaskSettings, WatchTaskSettings
-from duly._scheduler.periodic import CatchUp
+from duly._schedule import CatchUp
 from duly._sealing import Sealer
 from duly._task import Signature, Task, build_all, seconds
 from duly._transactions import Transactions

@@ -39,7 +39,7 @@ from duly._task import Task, seconds
 from duly.backends.freshness import FRESHNESS
 
 if TYPE_CHECKING:
-    from duly._app import App
+    from duly._ports import AppPort
     from duly.backends.base import Backend
 
 __all__ = [
@@ -96,7 +96,7 @@ class Freshness:
     requested_by: str | None = None
 
     @classmethod
-    def from_state(cls, app: App, row: ScopeState, now: float) -> Freshness:
+    def from_state(cls, app: AppPort, row: ScopeState, now: float) -> Freshness:
         """The Freshness of a scope's row at ``now``."""
         score = row.score(now)
         state: FreshnessState = (
@@ -159,7 +159,7 @@ class Mirror:
 
     def __init__(
         self,
-        app: App,
+        app: AppPort,
         name: str,
         sync: Callable[..., Any],
         *,
@@ -278,7 +278,7 @@ class Mirror:
         return FreshnessGauges(self.name, breaches, staleness, row.score(now))
 
 
-async def scopes_of(app: App, name: str, stale_only: bool, limit: int) -> list[Freshness]:
+async def scopes_of(app: AppPort, name: str, stale_only: bool, limit: int) -> list[Freshness]:
     """The scopes of freshness ``name`` in ``app``'s backend, stalest first (``scopes``); the
     freshness need not be registered in ``app`` (the CLI reads any)."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
@@ -291,7 +291,7 @@ async def scopes_of(app: App, name: str, stale_only: bool, limit: int) -> list[F
     return found
 
 
-async def sweep(app: App, backend: Backend, now: float, limit: int = SWEEP_BATCH) -> int:
+async def sweep(app: AppPort, backend: Backend, now: float, limit: int = SWEEP_BATCH) -> int:
     """Enqueue the baseline (or post-backoff) syncs of up to ``limit`` due scopes of each of
     ``app``'s mirrors; how many syncs were enqueued. Cost: the scopes due, never the others."""
     if not app.mirrors:

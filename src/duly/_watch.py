@@ -27,8 +27,8 @@ from duly._serialization import decode, decode_payload, encode
 from duly._task import BoundTask, EnqueueOptions, Task, TaskConfig, seconds
 
 if TYPE_CHECKING:
-    from duly._app import App
     from duly._job import Job
+    from duly._ports import AppPort
 
 __all__ = ["Watch", "WatchConfig", "WatchRecord", "WatchState", "check_outcome"]
 
@@ -229,7 +229,7 @@ class Watch(Task[P, R]):
     / ``options(delay=...)``); ``stop(...)`` ends it. One watch per (watch, arguments).
     """
 
-    def __init__(self, app: App, fn: Any, config: TaskConfig, watch: WatchConfig) -> None:
+    def __init__(self, app: AppPort, fn: Any, config: TaskConfig, watch: WatchConfig) -> None:
         super().__init__(app, fn, config)
         self.watch = watch
 
