@@ -417,7 +417,8 @@ class App(AppQueries):
 
     async def enqueue_built(self, built: list[NewJob]) -> list[EnqueueResult]:
         """Store jobs already built (``NewJob``), without hooks: the seam of the feature
-        modules that build their own (webhooks); use ``enqueue_many``."""
+        modules that build their own jobs (webhooks). Application code calls
+        ``enqueue_many``."""
         backend = await self.backend()
         return list(await backend.enqueue(built))
 
