@@ -21,12 +21,9 @@ from duly._hooks import Hook, Hooks, settle
 from duly._job import Job, JobInfo
 from duly._limits import refuse_nul
 from duly._portal import Portal
-from duly._records import (
-    STATS_RETENTION,
-    NewJob,
-)
+from duly._records import STATS_RETENTION, EnqueueResult, NewJob
 from duly._registry import Registry, TaskSettings, WatchTaskSettings
-from duly._scheduler.periodic import CatchUp
+from duly._schedule import CatchUp
 from duly._sealing import Sealer
 from duly._task import Signature, Task, build_all, seconds
 from duly._transactions import Transactions
@@ -306,8 +303,12 @@ class App(AppQueries):
                     entry.ready = True
         return entry.backend
 
-    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the App's private event loop and return its result: how every sync
+        twin (``get_job``, ``enqueue``...) works, from scripts, threads or a running loop."""
         return self._portal.run(coro)
+
+    _sync = run_sync  # the name scripts and tests of earlier releases call
 
     async def aclose(self) -> None:
         """Close the running loop's backend connections."""
@@ -327,12 +328,6 @@ class App(AppQueries):
         self.close()
 
     # -- enqueue ---------------------------------------------------------------------------
-    def _enqueue_one(self, sig: Signature) -> Job:
-        return self.enqueue_many([sig])[0]
-
-    async def _enqueue_one_async(self, sig: Signature) -> Job:
-        return (await self.enqueue_many_async([sig]))[0]
-
     def _transactional(
         self, signatures: Sequence[Signature]
     ) -> tuple[TransactionalEnqueue, Any] | None:
@@ -357,10 +352,10 @@ class App(AppQueries):
             self.hooks.call("enqueuing", built)  # in the caller's context (trace context)
         return built
 
-    def _jobs(self, built: list[NewJob], results: Sequence[Any]) -> list[Job]:
+    def _jobs(self, built: list[NewJob], results: Sequence[EnqueueResult]) -> list[Job[Any]]:
         return [Job(self, r.id, r.deduplicated) for r in results]
 
-    def enqueue_many(self, signatures: Iterable[Signature]) -> list[Job]:
+    def enqueue_many(self, signatures: Iterable[Signature]) -> list[Job[Any]]:
         """Store many jobs in one round trip per batch: ``app.enqueue_many([t.s(1), t.s(2)])``.
 
         All are validated before any is stored. Returns the handles in order.
@@ -373,7 +368,7 @@ class App(AppQueries):
             return [Job(self, j.id) for j in built]
         return self._jobs(built, self._store(sigs, built))
 
-    def _store(self, sigs: Sequence[Signature], built: list[NewJob]) -> list[Any]:
+    def _store(self, sigs: Sequence[Signature], built: list[NewJob]) -> list[EnqueueResult]:
         transactional = self._transactional(sigs)
         if transactional is not None:
             backend, connection = transactional
@@ -385,7 +380,7 @@ class App(AppQueries):
         if self.hooks.watching("enqueued"):
             pending = self.hooks.call("enqueued", built, results)
             if pending:
-                self._sync(settle("enqueued", pending))
+                self.run_sync(settle("enqueued", pending))
         return results
 
     def _after_commit(self, sigs: Sequence[Signature], built: list[NewJob]) -> bool:
@@ -404,7 +399,7 @@ class App(AppQueries):
         self.transactions.on_commit(lambda: self._store(sigs, built))
         return True
 
-    async def enqueue_many_async(self, signatures: Iterable[Signature]) -> list[Job]:
+    async def enqueue_many_async(self, signatures: Iterable[Signature]) -> list[Job[Any]]:
         """Async twin of ``enqueue_many``."""
         sigs = self._check_signatures(signatures)
         if not sigs:
@@ -417,12 +412,15 @@ class App(AppQueries):
             backend, connection = transactional
             results = await backend.enqueue_async(connection, built)
         else:
-            results = await self._enqueue_built(built)
+            results = await self.enqueue_built(built)
         if self.hooks.watching("enqueued"):
             await self.hooks.emit("enqueued", built, results)
         return self._jobs(built, results)
 
-    async def _enqueue_built(self, built: list[NewJob]) -> list[Any]:
+    async def enqueue_built(self, built: list[NewJob]) -> list[EnqueueResult]:
+        """Store jobs already built (``NewJob``), without hooks: the seam of the feature
+        modules that build their own jobs (webhooks). Application code calls
+        ``enqueue_many``."""
         backend = await self.backend()
         return list(await backend.enqueue(built))
 
@@ -449,7 +447,7 @@ class App(AppQueries):
         is given to every member and the callback without one of their own, so
         ``app.jobs(key=...)`` and ``app.events(key=...)`` follow the group."""
         group, members = prepare_group(self, signatures, on_complete, key)
-        return self._sync(store_group(self, group, members))
+        return self.run_sync(store_group(self, group, members))
 
     async def group_async(
         self,
@@ -464,7 +462,7 @@ class App(AppQueries):
 
     def get_group(self, group_id: str) -> GroupInfo | None:
         """The group with this id, or None (unknown, or removed by retention)."""
-        return self._sync(self.get_group_async(group_id))
+        return self.run_sync(self.get_group_async(group_id))
 
     async def get_group_async(self, group_id: str) -> GroupInfo | None:
         """Async twin of ``get_group``."""
@@ -480,7 +478,7 @@ class App(AppQueries):
     # -- maintenance -----------------------------------------------------------------------
     def migrate(self) -> list[int]:
         """Apply pending schema migrations (SQL backends); the versions applied."""
-        return self._sync(self._migrate())
+        return self.run_sync(self._migrate())
 
     async def _migrate(self) -> list[int]:
         backend = self._template.clone()
@@ -491,7 +489,7 @@ class App(AppQueries):
 
     def ping(self) -> None:
         """Raise ``BackendUnavailable`` unless the backend answers."""
-        self._sync(self._ping())
+        self.run_sync(self._ping())
 
     async def _ping(self) -> None:
         await (await self.backend()).ping()
@@ -500,7 +498,7 @@ class App(AppQueries):
     def create_webhook(self, sig: Signature) -> Webhook:
         """A secret URL that enqueues ``sig`` when POSTed to (``duly.Webhook(secret, path)``;
         served by ``app.asgi()`` at ``/hooks/<secret>``). Only a hash of the secret is stored."""
-        return self._sync(self.create_webhook_async(sig))
+        return self.run_sync(self.create_webhook_async(sig))
 
     async def create_webhook_async(self, sig: Signature) -> Webhook:
         """Async twin of ``create_webhook``."""
@@ -508,7 +506,7 @@ class App(AppQueries):
 
     def revoke_webhook(self, secret: str) -> bool:
         """Delete the webhook of ``secret`` (its URL answers 404 from now on); False if none."""
-        return self._sync(self.revoke_webhook_async(secret))
+        return self.run_sync(self.revoke_webhook_async(secret))
 
     async def revoke_webhook_async(self, secret: str) -> bool:
         """Async twin of ``revoke_webhook``."""

@@ -36,14 +36,14 @@ class AppQueries(ABC):
         """The opened backend of the running event loop."""
 
     @abstractmethod
-    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` from sync code and return its result."""
 
     def watch_history(
         self, watch: str | Watch[..., Any] | None = None, *, active: bool = False, limit: int = 50
     ) -> list[WatchRecord]:
         """Ended watches (or, with ``active``, the ones still watching), newest first."""
-        return self._sync(self.watch_history_async(watch, active=active, limit=limit))
+        return self.run_sync(self.watch_history_async(watch, active=active, limit=limit))
 
     async def watch_history_async(
         self, watch: str | Watch[..., Any] | None = None, *, active: bool = False, limit: int = 50
@@ -68,11 +68,11 @@ class AppQueries(ABC):
         records.sort(key=lambda r: r.id, reverse=True)
         return [WatchRecord.from_record(r) for r in records[:limit]]
 
-    def get_job(self, job_id: str) -> JobInfo | None:
+    def get_job(self, job_id: str) -> JobInfo[Any] | None:
         """The job with this id, or None (unknown, or removed by retention)."""
-        return self._sync(self.get_job_async(job_id))
+        return self.run_sync(self.get_job_async(job_id))
 
-    async def get_job_async(self, job_id: str) -> JobInfo | None:
+    async def get_job_async(self, job_id: str) -> JobInfo[Any] | None:
         """Async twin of ``get_job``."""
         if not _storable_id(job_id):
             return None
@@ -87,10 +87,16 @@ class AppQueries(ABC):
         task: str | None = None,
         queue: str | None = None,
         limit: int = 50,
-    ) -> list[JobInfo]:
-        """Jobs matching every given filter, newest first."""
-        return self._sync(
-            self.jobs_async(key=key, status=status, task=task, queue=queue, limit=limit)
+        before: str | None = None,
+    ) -> list[JobInfo[Any]]:
+        """Jobs matching every given filter, newest first, ``limit`` at most.
+
+        ``before`` pages: give the ``id`` of the last job of the previous page to get the
+        jobs after it (older ones), e.g. ``app.jobs(limit=50, before=page[-1].id)``."""
+        return self.run_sync(
+            self.jobs_async(
+                key=key, status=status, task=task, queue=queue, limit=limit, before=before
+            )
         )
 
     async def jobs_async(
@@ -101,19 +107,22 @@ class AppQueries(ABC):
         task: str | None = None,
         queue: str | None = None,
         limit: int = 50,
-    ) -> list[JobInfo]:
+        before: str | None = None,
+    ) -> list[JobInfo[Any]]:
         """Async twin of ``jobs``."""
         if status is not None and status not in STATUSES:
             raise ValueError(f"unknown status {status!r}; expected one of {', '.join(STATUSES)}")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise ValueError(f"limit must be an int from 1 to 10000, got {limit!r}")
-        where = JobFilter(key=key, status=status, task=task, queue=queue)
+        if before is not None and (not isinstance(before, str) or "\x00" in before):
+            raise ValueError(f"before must be a job id (a str), got {before!r}")
+        where = JobFilter(key=key, status=status, task=task, queue=queue, before=before)
         records = await (await self.backend()).list_jobs(where, limit)
         return [JobInfo.from_record(r, self.tasks.get(r.task)) for r in records]
 
     def retry(self, job_id: str) -> bool:
         """Re-run a failed or cancelled job; False if it is in another state or unknown."""
-        return self._sync(self.retry_async(job_id))
+        return self.run_sync(self.retry_async(job_id))
 
     async def retry_async(self, job_id: str) -> bool:
         """Async twin of ``retry``."""
@@ -128,7 +137,7 @@ class AppQueries(ABC):
         ``running`` until its run returns (an async job is interrupted at its worker's next
         heartbeat; a sync job may check ``duly.current_job().cancel_requested``), then ends
         ``cancelled`` whatever the run returned."""
-        return self._sync(self.cancel_async(job_id))
+        return self.run_sync(self.cancel_async(job_id))
 
     async def cancel_async(self, job_id: str) -> bool:
         """Async twin of ``cancel``."""
@@ -139,7 +148,7 @@ class AppQueries(ABC):
 
     def stats(self, minutes: int = 60) -> list[StatRow]:
         """Per-minute success/failure/retry counters of the last ``minutes`` (at most 1440)."""
-        return self._sync(self.stats_async(minutes))
+        return self.run_sync(self.stats_async(minutes))
 
     async def stats_async(self, minutes: int = 60) -> list[StatRow]:
         """Async twin of ``stats``."""
@@ -154,7 +163,7 @@ class AppQueries(ABC):
 
     def queues(self) -> list[QueueStats]:
         """Every queue with its queued / scheduled / running counts."""
-        return self._sync(self.queues_async())
+        return self.run_sync(self.queues_async())
 
     async def queues_async(self) -> list[QueueStats]:
         """Async twin of ``queues``."""
@@ -162,7 +171,7 @@ class AppQueries(ABC):
 
     def workers(self) -> list[WorkerRecord]:
         """Registered worker processes and when each was last seen."""
-        return self._sync(self.workers_async())
+        return self.run_sync(self.workers_async())
 
     async def workers_async(self) -> list[WorkerRecord]:
         """Async twin of ``workers``."""

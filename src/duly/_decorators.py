@@ -9,12 +9,12 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from duly._registry import TaskSettings
-from duly._scheduler.periodic import CatchUp, Schedule
+from duly._schedule import CatchUp, Schedule
 from duly._task import Task, seconds
 from duly._watch import Watch, WatchConfig
 
 if TYPE_CHECKING:
-    from duly._app import App
+    from duly._ports import AppPort
 
 __all__ = ["PeriodicDecorator", "TaskDecorator", "WatchDecorator"]
 
@@ -25,7 +25,7 @@ R = TypeVar("R")
 class TaskDecorator:
     """What ``@app.task(...)`` returns: typed so async functions yield ``Task[P, R]``."""
 
-    def __init__(self, app: App, settings: TaskSettings) -> None:
+    def __init__(self, app: AppPort, settings: TaskSettings) -> None:
         self._app = app
         self._settings = settings
 
@@ -42,7 +42,7 @@ class PeriodicDecorator:
 
     def __init__(
         self,
-        app: App,
+        app: AppPort,
         every: float | timedelta | None,
         cron: str | None,
         tz: str,
@@ -81,7 +81,7 @@ class PeriodicDecorator:
 class WatchDecorator:
     """What ``@app.watch(...)`` returns."""
 
-    def __init__(self, app: App, watch: WatchConfig, settings: TaskSettings) -> None:
+    def __init__(self, app: AppPort, watch: WatchConfig, settings: TaskSettings) -> None:
         self._app = app
         self._watch = watch
         self._settings = settings

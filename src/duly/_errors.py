@@ -15,7 +15,8 @@
     ├── JobNotFound             a lookup or action on an id that does not exist
     ├── EventsTrimmed           events after the id a reader resumes from were trimmed
     ├── JobTimeout              (also a TimeoutError) a job ran past its ``timeout``
-    └── JobCancelled            raised in a task by ``current_job().raise_if_cancelled()``
+    ├── JobCancelled            raised in a task by ``current_job().raise_if_cancelled()``
+    └── JobFailed               ``job.result()`` of a job that failed or was cancelled
 
 Control-flow exceptions raised *inside* tasks (not errors):
 
@@ -29,6 +30,11 @@ something useful.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from duly._job import JobInfo
+
 __all__ = [
     "ArgumentsMismatch",
     "BackendUnavailable",
@@ -37,6 +43,7 @@ __all__ = [
     "DurabilityError",
     "EventsTrimmed",
     "JobCancelled",
+    "JobFailed",
     "JobNotFound",
     "JobTimeout",
     "PayloadError",
@@ -149,6 +156,17 @@ class JobTimeout(DulyError, TimeoutError):
 
 class JobCancelled(DulyError):
     """The job was cancelled while it ran: stop now (the job ends cancelled either way)."""
+
+
+class JobFailed(DulyError):
+    """``job.result()`` of a job that failed or was cancelled; ``info`` is its record (its
+    ``error``, every attempt's ``errors``)."""
+
+    def __init__(self, info: JobInfo[Any]) -> None:
+        error = info.error
+        why = f": {error['type']}: {error['message']}" if error else ""
+        super().__init__(f"job {info.id} ({info.task}) {info.status}{why}")
+        self.info = info
 
 
 class Retry(Exception):

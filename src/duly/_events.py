@@ -24,7 +24,7 @@ from duly._records import EventRecord
 from duly.backends.events import EVENTS
 
 if TYPE_CHECKING:
-    from duly._app import App
+    from duly._ports import AppPort
 
 __all__ = ["Event", "check_events_args", "stream_events"]
 
@@ -70,7 +70,7 @@ def check_events_args(since: object, key: object) -> None:
 
 
 async def stream_events(
-    app: App, since: str | None, key: str | None, wait: float = _WAIT
+    app: AppPort, since: str | None, key: str | None, wait: float = _WAIT
 ) -> AsyncIterator[Event]:
     """Yield events after ``since`` (see the module docstring), forever."""
     backend = EVENTS.of(await app.backend())

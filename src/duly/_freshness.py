@@ -40,7 +40,7 @@ from duly._task import Task, seconds
 from duly.backends.freshness import FRESHNESS
 
 if TYPE_CHECKING:
-    from duly._app import App
+    from duly._ports import AppPort
     from duly.backends.base import Backend
 
 __all__ = [
@@ -97,7 +97,7 @@ class Freshness:
     requested_by: str | None = None
 
     @classmethod
-    def from_state(cls, app: App, row: ScopeState, now: float) -> Freshness:
+    def from_state(cls, app: AppPort, row: ScopeState, now: float) -> Freshness:
         """The Freshness of a scope's row at ``now``."""
         score = row.score(now)
         state: FreshnessState = (
@@ -160,7 +160,7 @@ class Mirror:
 
     def __init__(
         self,
-        app: App,
+        app: AppPort,
         name: str,
         sync: Callable[..., Any],
         *,
@@ -230,7 +230,7 @@ class Mirror:
     def check(self, scope: str, *, active: bool = False) -> Freshness:
         """How fresh ``scope`` is; enqueues a full sync if it is stale (or never synced), a
         delta sync if it is half-way stale and ``active``. Never blocks on the upstream."""
-        return self.app._sync(self._call(scope, "check", active))
+        return self.app.run_sync(self._call(scope, "check", active))
 
     async def check_async(self, scope: str, *, active: bool = False) -> Freshness:
         """Async twin of ``check``."""
@@ -238,7 +238,7 @@ class Mirror:
 
     def request(self, scope: str) -> Freshness:
         """ "Refresh now": a full sync even when current or backing off (one at a time)."""
-        return self.app._sync(self._call(scope, "request", False))
+        return self.app.run_sync(self._call(scope, "request", False))
 
     async def request_async(self, scope: str) -> Freshness:
         """Async twin of ``request``."""
@@ -246,7 +246,7 @@ class Mirror:
 
     def touch(self, scope: str) -> Freshness:
         """After your own change upstream: a confirmation sync (``full=False``)."""
-        return self.app._sync(self._call(scope, "touch", False))
+        return self.app.run_sync(self._call(scope, "touch", False))
 
     async def touch_async(self, scope: str) -> Freshness:
         """Async twin of ``touch``."""
@@ -255,7 +255,7 @@ class Mirror:
     def scopes(self, stale_only: bool = False, limit: int = 100) -> list[Freshness]:
         """Known scopes (checked or synced), stalest first (by score), with their last error;
         ``stale_only``: only those with score >= 1."""
-        return self.app._sync(self.scopes_async(stale_only, limit))
+        return self.app.run_sync(self.scopes_async(stale_only, limit))
 
     async def scopes_async(self, stale_only: bool = False, limit: int = 100) -> list[Freshness]:
         """Async twin of ``scopes``."""
@@ -264,7 +264,7 @@ class Mirror:
     def gauges(self) -> FreshnessGauges:
         """SLA breaches and the stalest scope's staleness and score (two backend reads whose
         cost is the stale scopes, not all of them)."""
-        return self.app._sync(self.gauges_async())
+        return self.app.run_sync(self.gauges_async())
 
     async def gauges_async(self) -> FreshnessGauges:
         """Async twin of ``gauges``."""
@@ -280,7 +280,7 @@ class Mirror:
         return FreshnessGauges(self.name, breaches, staleness, row.score(now))
 
 
-async def scopes_of(app: App, name: str, stale_only: bool, limit: int) -> list[Freshness]:
+async def scopes_of(app: AppPort, name: str, stale_only: bool, limit: int) -> list[Freshness]:
     """The scopes of freshness ``name`` in ``app``'s backend, stalest first (``scopes``); the
     freshness need not be registered in ``app`` (the CLI reads any)."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
@@ -293,7 +293,7 @@ async def scopes_of(app: App, name: str, stale_only: bool, limit: int) -> list[F
     return found
 
 
-async def sweep(app: App, backend: Backend, now: float, limit: int = SWEEP_BATCH) -> int:
+async def sweep(app: AppPort, backend: Backend, now: float, limit: int = SWEEP_BATCH) -> int:
     """Enqueue the baseline (or post-backoff) syncs of up to ``limit`` due scopes of each of
     ``app``'s mirrors; how many syncs were enqueued. Cost: the scopes due, never the others."""
     if not app.mirrors:

@@ -29,7 +29,7 @@ from duly._task import Signature, build_all
 from duly.backends.groups import GROUPS
 
 if TYPE_CHECKING:
-    from duly._app import App
+    from duly._ports import AppPort
 
 __all__ = [
     "GROUP_SUFFIX",
@@ -100,7 +100,7 @@ class Group:
     jobs: list[Job]
 
 
-def _check(signatures: Iterable[Signature], app: App, what: str) -> list[Signature]:
+def _check(signatures: Iterable[Signature], app: AppPort, what: str) -> list[Signature]:
     sigs = list(signatures)
     for sig in sigs:
         if not isinstance(sig, Signature):
@@ -121,7 +121,7 @@ def _member(job: NewJob, key: str | None, what: str) -> NewJob:
 
 
 def build_group(
-    app: App,
+    app: AppPort,
     signatures: Iterable[Signature],
     on_complete: Signature | None,
     key: str | None,
@@ -152,7 +152,7 @@ def build_group(
 
 
 def prepare_group(
-    app: App, signatures: Iterable[Signature], on_complete: Signature | None, key: str | None
+    app: AppPort, signatures: Iterable[Signature], on_complete: Signature | None, key: str | None
 ) -> tuple[NewGroup, list[NewJob]]:
     """Build a group's records and show them to ``enqueuing`` hooks, in the caller's thread
     and context (a trace context travels with them); nothing stored yet."""
@@ -166,7 +166,7 @@ def _stored(group: NewGroup, members: list[NewJob]) -> list[NewJob]:
     return members if group.callback is None else [*members, group.callback]
 
 
-async def store_group(app: App, group: NewGroup, members: list[NewJob]) -> Group:
+async def store_group(app: AppPort, group: NewGroup, members: list[NewJob]) -> Group:
     """Store a group built by ``prepare_group`` in one atomic step (see ``App.group``)."""
     await GROUPS.of(await app.backend()).store(group, members)
     if app.hooks.watching("enqueued"):
@@ -175,7 +175,7 @@ async def store_group(app: App, group: NewGroup, members: list[NewJob]) -> Group
     return Group(group.id, [Job(app, job.id) for job in members])
 
 
-async def load_group(app: App, group_id: str) -> GroupInfo | None:
+async def load_group(app: AppPort, group_id: str) -> GroupInfo | None:
     """The group with this id, or None (see ``App.get_group``)."""
     if not isinstance(group_id, str):
         raise TypeError(f"a group id is a str, got {group_id!r}")

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 from duly._errors import ConfigurationError
 from duly._limits import Limits
 from duly._retry import Backoff
-from duly._scheduler.periodic import Schedule
+from duly._schedule import Schedule
 from duly._task import Task, TaskConfig, seconds
 from duly._watch import Watch, WatchConfig
 
 if TYPE_CHECKING:
-    from duly._app import App
+    from duly._ports import AppPort
 
 __all__ = ["DEFAULT_WATCH_RETENTION", "Registry", "TaskSettings", "WatchTaskSettings"]
 
@@ -156,7 +156,7 @@ class Registry:
 
     def register(
         self,
-        app: App,
+        app: AppPort,
         fn: Callable[..., Any],
         settings: TaskSettings,
         *,

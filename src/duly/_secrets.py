@@ -16,11 +16,13 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+
+import msgspec
 
 if TYPE_CHECKING:
-    from duly._app import App
-    from duly._job import JobInfo
+    from duly._job import JobError, JobInfo
+    from duly._ports import AppPort as App
     from duly._task import Task
     from duly._watch import WatchRecord
 
@@ -32,6 +34,8 @@ __all__ = [
     "scrub",
     "secret_values",
 ]
+
+R = TypeVar("R")
 
 #: What a secret argument shows as.
 MASK: Final = "***"
@@ -123,8 +127,9 @@ def scrub(text: str, values: Sequence[str]) -> str:
     return text
 
 
-def _scrub_error(error: Mapping[str, Any], values: Sequence[str]) -> dict[str, Any]:
-    return {k: scrub(v, values) if isinstance(v, str) else v for k, v in error.items()}
+def _scrub_error(error: JobError, values: Sequence[str]) -> JobError:
+    scrubbed = {k: scrub(v, values) if isinstance(v, str) else v for k, v in error.items()}
+    return cast("JobError", scrubbed)
 
 
 def redact_watch(app: App, row: WatchRecord) -> WatchRecord:
@@ -135,7 +140,7 @@ def redact_watch(app: App, row: WatchRecord) -> WatchRecord:
     return dataclasses.replace(row, args=args, kwargs=kwargs)
 
 
-def redact_job(app: App, info: JobInfo) -> JobInfo:
+def redact_job(app: App, info: JobInfo[R]) -> JobInfo[R]:
     """``info`` with its task's secret arguments as ``"***"`` and their values scrubbed out of
     its errors; ``info`` itself when the task has none."""
     task = _task(app, info.task)
@@ -145,4 +150,4 @@ def redact_job(app: App, info: JobInfo) -> JobInfo:
     values = secret_values(app, info.task, info.args, info.kwargs)
     errors = [_scrub_error(e, values) for e in info.errors]
     error = None if info.error is None else _scrub_error(info.error, values)
-    return dataclasses.replace(info, args=args, kwargs=kwargs, errors=errors, error=error)
+    return msgspec.structs.replace(info, args=args, kwargs=kwargs, errors=errors, error=error)

@@ -16,8 +16,8 @@ from duly._retry import Backoff
 from duly._serialization import CallSpec
 
 if TYPE_CHECKING:
-    from duly._app import App
     from duly._job import Job
+    from duly._ports import AppPort
 
 __all__ = ["EnqueueOptions", "Signature", "Task", "TaskConfig"]
 
@@ -231,14 +231,16 @@ class _Enqueuer(Generic[P, R]):
         """A signature of this call, for ``app.enqueue_many``."""
         return Signature(self.task, args, kwargs, self._options)
 
-    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
-        """Store a job that runs this task with these arguments; returns its handle."""
-        return self.task.app._enqueue_one(Signature(self.task, args, kwargs, self._options))
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job[R]:
+        """Store a job that runs this task with these arguments; returns its handle
+        (``job.result()`` is what the task returns)."""
+        sig = Signature(self.task, args, kwargs, self._options)
+        return self.task.app.enqueue_many([sig])[0]
 
-    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> Job[R]:
         """Async twin of ``enqueue``."""
         sig = Signature(self.task, args, kwargs, self._options)
-        return await self.task.app._enqueue_one_async(sig)
+        return (await self.task.app.enqueue_many_async([sig]))[0]
 
 
 class BoundTask(_Enqueuer[P, R]):
@@ -291,7 +293,7 @@ class Task(_Enqueuer[P, R]):
     ``R`` is what the function returns (awaited, for an ``async def``).
     """
 
-    def __init__(self, app: App, fn: Callable[P, Any], config: TaskConfig) -> None:
+    def __init__(self, app: AppPort, fn: Callable[P, Any], config: TaskConfig) -> None:
         self.app = app
         self.fn = fn
         self.config = config

@@ -27,8 +27,8 @@ from duly._serialization import decode, decode_payload, encode
 from duly._task import BoundTask, EnqueueOptions, Task, TaskConfig, seconds
 
 if TYPE_CHECKING:
-    from duly._app import App
     from duly._job import Job
+    from duly._ports import AppPort
 
 __all__ = ["Watch", "WatchConfig", "WatchRecord", "WatchState", "check_outcome"]
 
@@ -229,7 +229,7 @@ class Watch(Task[P, R]):
     / ``options(delay=...)``); ``stop(...)`` ends it. One watch per (watch, arguments).
     """
 
-    def __init__(self, app: App, fn: Any, config: TaskConfig, watch: WatchConfig) -> None:
+    def __init__(self, app: AppPort, fn: Any, config: TaskConfig, watch: WatchConfig) -> None:
         super().__init__(app, fn, config)
         self.watch = watch
 
@@ -289,7 +289,7 @@ class Watch(Task[P, R]):
         is active. A check running now finishes, but the watch does not continue, and that
         check is not counted in its history (the run's outcome is not kept, as for any job
         cancelled while it runs)."""
-        return self.app._sync(self.stop_async(*args, **kwargs))
+        return self.app.run_sync(self.stop_async(*args, **kwargs))
 
     async def stop_async(self, *args: P.args, **kwargs: P.kwargs) -> bool:
         """Async twin of ``stop``."""

@@ -25,7 +25,7 @@ from duly._task import Signature
 from duly.backends.webhooks import WEBHOOKS
 
 if TYPE_CHECKING:
-    from duly._app import App
+    from duly._ports import AppPort
 
 __all__ = ["Webhook", "create_webhook", "digest", "fire_webhook", "revoke_webhook"]
 
@@ -50,7 +50,7 @@ def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-async def create_webhook(app: App, sig: Signature) -> Webhook:
+async def create_webhook(app: AppPort, sig: Signature) -> Webhook:
     """Store a webhook enqueueing ``sig``; see the module docstring."""
     if not isinstance(sig, Signature):
         raise TypeError(f"create_webhook takes task.s(...), got {sig!r}")
@@ -79,14 +79,14 @@ async def create_webhook(app: App, sig: Signature) -> Webhook:
     return Webhook(secret=secret, path=f"/hooks/{secret}")
 
 
-async def revoke_webhook(app: App, secret: str) -> bool:
+async def revoke_webhook(app: AppPort, secret: str) -> bool:
     """Delete the webhook of ``secret``; False if there was none."""
     if not isinstance(secret, str):
         raise TypeError(f"a webhook secret is a str, got {secret!r}")
     return await WEBHOOKS.of(await app.backend()).delete(digest(secret))
 
 
-async def fire_webhook(app: App, secret: str) -> str | None:
+async def fire_webhook(app: AppPort, secret: str) -> str | None:
     """Enqueue the job of the webhook of ``secret``; its id, or None for an unknown secret.
 
     ``TaskNotFound`` if this process does not know the hook's task."""
@@ -116,7 +116,7 @@ async def fire_webhook(app: App, secret: str) -> str | None:
     )
     if app.hooks.watching("enqueuing"):
         app.hooks.call("enqueuing", [job])
-    results = await app._enqueue_built([job])
+    results = await app.enqueue_built([job])
     if app.hooks.watching("enqueued"):
         await app.hooks.emit("enqueued", [job], results)
     return str(results[0].id)

@@ -72,7 +72,7 @@ def test_openapi_schema_needs_a_token_and_lists_every_route(hub: Hub) -> None:
     assert schema["openapi"].startswith("3.")
     for endpoint in endpoints():
         assert endpoint.method.lower() in schema["paths"][endpoint.path], endpoint.path
-    job = schema["components"]["schemas"]["JobOut"]
+    job = schema["components"]["schemas"]["JobInfo"]
     assert {"id", "task", "status", "args", "kwargs", "errors"} <= set(job["properties"])
 
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
-from mypy import api
 
 SOURCE = textwrap.dedent(
     """
@@ -49,12 +48,8 @@ SOURCE = textwrap.dedent(
 
 
 @pytest.mark.timeout(120)
-def test_mypy_checks_enqueue_arguments(tmp_path: Path) -> None:
-    path = tmp_path / "use_duly.py"
-    path.write_text(SOURCE)
-    out, err, _code = api.run(
-        [str(path), "--strict", "--no-incremental", "--cache-dir", str(tmp_path / "cache")]
-    )
+def test_mypy_checks_enqueue_arguments(check_types: Callable[[str], tuple[str, str]]) -> None:
+    out, err = check_types(SOURCE)
     lines = [line.split(": ", 1)[1] for line in out.splitlines() if ": " in line]
     errors = [(int(line.split(":")[1]), line) for line in out.splitlines() if ": error:" in line]
     error_lines = sorted({n for n, _ in errors})

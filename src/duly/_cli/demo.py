@@ -93,7 +93,7 @@ def demo(url: str | None, count: int) -> None:
         with Live(console=console, refresh_per_second=8) as live:
             while True:
                 infos = [await app.get_job_async(i) for i in ids]
-                counts = Counter(info.status for info in infos if info is not None)
+                counts = Counter[str](info.status for info in infos if info is not None)
                 done = sum(1 for info in infos if info is not None and info.finished)
                 progress.update(bar, completed=done)
                 live.update(Panel(Group(progress, _status_table(counts)), title="worker"))

@@ -67,7 +67,7 @@ def freshness(
     rows: list[tuple[str, Freshness]] = []
     for each in names:
         if not missing:
-            found = app._sync(scopes_of(app, each, stale, limit))
+            found = app.run_sync(scopes_of(app, each, stale, limit))
             rows += [(each, f) for f in found]
     if as_json:
         echo_json([{"freshness": each, **f.to_dict()} for each, f in rows])

@@ -22,7 +22,7 @@ from duly._cli.common import (
     translate_errors,
     where,
 )
-from duly._job import JobInfo
+from duly._job import JobError, JobInfo
 from duly._records import STATUSES
 from duly._secrets import redact_job, redact_watch
 from duly._watch import Watch
@@ -74,7 +74,7 @@ def _status_json(info: JobInfo) -> dict[str, Any]:
     return {**{k: data.pop(k) for k in STATUS_KEYS}, **data}
 
 
-def _error_json(error: dict[str, Any]) -> dict[str, Any]:
+def _error_json(error: JobError) -> dict[str, Any]:
     """One stored failure with its attempt first and its time as ISO 8601."""
     at = error.get("at")
     when = datetime.fromtimestamp(at, UTC).isoformat() if isinstance(at, int | float) else at

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from duly._http.api import LIMIT, ApiError, Call, Endpoint, Param, encode_cursor
-from duly._http.models import JobAction, JobList, JobOut
+from duly._http.models import JobAction, JobList
 from duly._http.views import job_out
 from duly._job import JobInfo
-from duly._records import STATUSES, JobFilter
+from duly._records import STATUSES
 
 __all__ = ["ENDPOINTS"]
 
@@ -22,14 +22,14 @@ _LIST_PARAMS: Final = (
 )
 
 
-async def _job(call: Call) -> JobInfo:
+async def _job(call: Call) -> JobInfo[Any]:
     info = await call.app.get_job_async(call.path["id"])
     if info is None:
         raise ApiError(404, f"no job {call.path['id']!r} (unknown, or removed by retention)")
     return info
 
 
-async def get_job(call: Call) -> JobOut:
+async def get_job(call: Call) -> JobInfo[Any]:
     """The job with this id."""
     return job_out(call.app, await _job(call))
 
@@ -38,16 +38,17 @@ async def list_jobs(call: Call) -> JobList:
     """Jobs matching every filter, newest first, a page at a time."""
     q = call.query
     limit: int = q["limit"]
-    where = JobFilter(
-        key=q["key"], status=q["status"], task=q["task"], queue=q["queue"], before=q["before"]
+    found = await call.app.jobs_async(
+        key=q["key"],
+        status=q["status"],
+        task=q["task"],
+        queue=q["queue"],
+        limit=limit + 1,
+        before=q["before"],
     )
-    backend = await call.app.backend()
-    records = await backend.list_jobs(where, limit + 1)
-    more = len(records) > limit
-    records = records[:limit]
-    tasks = call.app.tasks
-    jobs = [job_out(call.app, JobInfo.from_record(r, tasks.get(r.task))) for r in records]
-    return JobList(jobs=jobs, next=encode_cursor(records[-1].id) if more else None)
+    more = len(found) > limit
+    jobs = [job_out(call.app, info) for info in found[:limit]]
+    return JobList(jobs=jobs, next=encode_cursor(jobs[-1].id) if more else None)
 
 
 async def _act(call: Call, done: bool, refusal: str) -> JobAction:
@@ -82,7 +83,7 @@ ENDPOINTS: Final = (
         tags=("jobs",),
     ),
     Endpoint(
-        "GET", "/api/v1/jobs/{id}", get_job, JobOut, "Get a job", errors=(404,), tags=("jobs",)
+        "GET", "/api/v1/jobs/{id}", get_job, JobInfo, "Get a job", errors=(404,), tags=("jobs",)
     ),
     Endpoint(
         "POST",

@@ -1,8 +1,9 @@
 """The JSON the HTTP API answers, as msgspec Structs: the one source of the responses and of
 their OpenAPI schemas (``duly._http.openapi``).
 
-Times are ISO 8601 in UTC (msgspec writes them with a ``Z``). Arguments of a task's ``secret=``
-are ``"***"`` here already (``duly._secrets``); nothing in this module decides what to show.
+A job is ``duly.JobInfo`` itself (``duly._job``), not a copy of its fields. Times are ISO 8601
+in UTC (msgspec writes them with a ``Z``). Arguments of a task's ``secret=`` are ``"***"`` here
+already (``duly._secrets``); nothing in this module decides what to show.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 import msgspec
+
+from duly._job import JobInfo
 
 __all__ = [
     "ErrorBody",
@@ -21,9 +24,7 @@ __all__ = [
     "Health",
     "HookAccepted",
     "JobAction",
-    "JobError",
     "JobList",
-    "JobOut",
     "LastJob",
     "PeriodicList",
     "PeriodicOut",
@@ -57,54 +58,17 @@ class Session(msgspec.Struct):
     csrf: str
 
 
-class JobError(msgspec.Struct, omit_defaults=False):
-    """One failed attempt: the exception's type and message, its traceback, when (POSIX
-    seconds) and which attempt."""
-
-    type: str
-    message: str
-    traceback: str | None = None
-    at: float | None = None
-    attempt: int | None = None
-
-
-class JobOut(msgspec.Struct):
-    """A job: the ``duly status --json`` keys and the rest of ``duly.JobInfo``."""
-
-    id: str
-    task: str
-    queue: str
-    args: list[Any]
-    kwargs: dict[str, Any]
-    status: Literal[
-        "scheduled", "queued", "running", "retrying", "succeeded", "failed", "cancelled"
-    ]
-    attempts: int
-    max_attempts: int
-    key: str | None
-    priority: int
-    enqueued_at: datetime
-    scheduled_for: datetime | None
-    started_at: datetime | None
-    finished_at: datetime | None
-    result: Any
-    error: JobError | None
-    errors: list[JobError]
-    worker: str | None
-    lost: int
-
-
 class JobList(msgspec.Struct):
     """A page of jobs, newest first; ``next`` is the ``before=`` of the next page (None: last)."""
 
-    jobs: list[JobOut]
+    jobs: list[JobInfo[Any]]
     next: str | None
 
 
 class JobAction(msgspec.Struct):
     """The job after a retry or cancel."""
 
-    job: JobOut
+    job: JobInfo[Any]
 
 
 class QueueOut(msgspec.Struct):

@@ -29,7 +29,7 @@ from duly._http.models import (
 )
 from duly._http.views import group_out, never_scope, scope_out, utc, watch_out
 from duly._records import JobFilter
-from duly._scheduler.periodic import Schedule
+from duly._schedule import Schedule
 from duly._watch import WatchRecord
 from duly.backends.freshness import FRESHNESS
 

@@ -6,7 +6,6 @@ arguments are masked (``duly._secrets.redact_job``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import fields
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -17,8 +16,6 @@ from duly._http.models import (
     EventOut,
     FreshnessOut,
     GroupOut,
-    JobError,
-    JobOut,
     ScopeOut,
     WatchOut,
 )
@@ -54,49 +51,11 @@ def maybe_utc(seconds: float | None) -> datetime | None:
     return None if seconds is None else utc(seconds)
 
 
-def _error(raw: Mapping[str, Any]) -> JobError:
-    def text(name: str) -> str | None:
-        value = raw.get(name)
-        return None if value is None else str(value)
-
-    at = raw.get("at")
-    attempt = raw.get("attempt")
-    return JobError(
-        type=text("type") or "Error",
-        message=text("message") or "",
-        traceback=text("traceback"),
-        at=float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None,
-        attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else None,
-    )
-
-
-def job_out(app: App, info: JobInfo) -> JobOut:
-    """The API's view of a job, secret arguments masked."""
+def job_out(app: App, info: JobInfo[Any]) -> JobInfo[Any]:
+    """The API's view of a job: the JobInfo itself, secret arguments masked."""
     from duly._secrets import redact_job
 
-    info = redact_job(app, info)
-    errors = [_error(e) for e in info.errors]
-    return JobOut(
-        id=info.id,
-        task=info.task,
-        queue=info.queue,
-        args=to_builtins(info.args),
-        kwargs=to_builtins(info.kwargs),
-        status=info.status,  # type: ignore[arg-type]
-        attempts=info.attempts,
-        max_attempts=info.max_attempts,
-        key=info.key,
-        priority=info.priority,
-        enqueued_at=info.enqueued_at,
-        scheduled_for=info.scheduled_for,
-        started_at=info.started_at,
-        finished_at=info.finished_at,
-        result=to_builtins(info.result),
-        error=errors[-1] if errors else None,
-        errors=errors,
-        worker=info.worker,
-        lost=info.lost,
-    )
+    return redact_job(app, info)
 
 
 def watch_out(app: App, record: WatchRecord, key: str | None) -> WatchOut:
