@@ -127,7 +127,7 @@ class PrometheusHook(Hook):
         """Count the outcome, observe the run's duration, end it in flight."""
         self._runs.finished(((record, outcome, error),), self.clock.now())
 
-    def _finished_batch(self, items: Sequence[Finished]) -> None:
+    def finished_batch(self, items: Sequence[Finished]) -> None:
         """``finished`` for the runs of one report (the worker calls this instead, once per
         batch: their outcomes were stored by one call, so one clock reading times them all)."""
         self._runs.finished(items, self.clock.now())
