@@ -349,7 +349,7 @@ class App(AppQueries):
     def _build(self, signatures: Sequence[Signature]) -> list[NewJob]:
         built = build_all(signatures, self.clock.now())
         if self.hooks.watching("enqueuing"):
-            self.hooks.call("enqueuing", built)  # in the caller's context (trace context)
+            self.hooks.enqueuing(built)  # in the caller's context (trace context)
         return built
 
     def _jobs(self, built: list[NewJob], results: Sequence[EnqueueResult]) -> list[Job[Any]]:

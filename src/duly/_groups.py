@@ -158,7 +158,7 @@ def prepare_group(
     and context (a trace context travels with them); nothing stored yet."""
     group, members = build_group(app, signatures, on_complete, key, app.clock.now())
     if app.hooks.watching("enqueuing"):
-        app.hooks.call("enqueuing", _stored(group, members))
+        app.hooks.enqueuing(_stored(group, members))
     return group, members
 
 

@@ -16,9 +16,8 @@ Methods run on the worker's event loop: keep them quick, or return an awaitable 
 raised by a hook is logged and never changes a job. Only overridden methods are called, so a
 hook costs nothing on events it does not watch.
 
-duly's own ``PrometheusHook`` also defines ``_finished_batch(items)``, which the worker calls
-once per reported batch, with every applied ``(record, outcome, error)`` of it, instead of its
-``finished`` once per job (a synchronous method: what it returns is ignored).
+``Hook``'s docstring says how headers travel from an enqueue to its runs and how a hook takes
+finished runs a batch at a time.
 """
 
 from __future__ import annotations
@@ -27,6 +26,8 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+from duly._serialization import with_headers
 
 if TYPE_CHECKING:
     from duly._job import JobInfo
@@ -44,12 +45,25 @@ Finished = tuple["JobRecord", "Outcome", BaseException | None]
 
 
 class Hook:
-    """Base class of hooks: every method is a no-op until overridden."""
+    """Base class of hooks: every method is a no-op until overridden.
+
+    **Headers** carry text from a job's enqueue to its runs (trace context, a tenant, a request
+    id): a hook sets ``job.headers["name"] = "value"`` in ``enqueuing`` (a ``NewJob`` each), duly
+    stores them with the job, and every run's ``JobRecord.headers`` gives them back (``started``,
+    ``finished``...). They are never arguments: the task, ``JobInfo``, the API and the dashboard
+    do not see them. ``OtelHook`` carries its ``traceparent`` this way.
+
+    **Batches of finished runs**: a worker stores the outcomes of several runs in one call; a hook
+    that overrides ``finished_batch(items)`` is told of them once per such call, with every applied
+    ``(record, outcome, error)`` (one clock reading for them all: ``PrometheusHook`` does this),
+    instead of ``finished`` once per run. Its default calls ``finished`` for each run.
+    """
 
     def enqueuing(self, jobs: Sequence[NewJob]) -> None:
-        """Jobs are about to be stored: a hook may still change them (``OtelHook`` adds its
-        trace context to each payload). Called in the enqueuing call's own thread and context,
-        synchronously (what it returns is ignored), before the backend is asked."""
+        """Jobs are about to be stored: a hook may still change them, and set their
+        ``headers`` (``OtelHook`` adds its trace context). Called in the enqueuing call's own
+        thread and context, synchronously (what it returns is ignored), before the backend is
+        asked."""
 
     def enqueued(self, jobs: Sequence[NewJob], results: Sequence[EnqueueResult]) -> HookCallResult:
         """Jobs were stored (``results[i].deduplicated``: ``jobs[i]`` found a holder instead)."""
@@ -62,6 +76,18 @@ class Hook:
     ) -> HookCallResult:
         """The backend applied a run's outcome: ``outcome.kind`` is succeeded, again (a watch
         checks again), retry, failed or release (handed back without an attempt charged)."""
+
+    def finished_batch(self, items: Sequence[Finished]) -> HookCallResult:
+        """The backend applied the outcomes of ``items`` (each ``(record, outcome, error)``)
+        in one call. This default calls ``finished`` for each; a hook that overrides it is
+        told once per batch, after the other hooks' ``finished``, ``retried`` and ``failed``
+        calls for its runs, and its ``finished`` is not called by the worker."""
+        pending = [
+            returned
+            for record, outcome, error in items
+            if (returned := self.finished(record, outcome, error)) is not None
+        ]
+        return settle("finished", pending) if pending else None
 
     def abandoned(self, record: JobRecord, outcome: Outcome) -> HookCallResult:
         """A run ended but the backend did not keep its outcome: the job's cancel was requested
@@ -89,6 +115,7 @@ HOOK_EVENTS = (
     "enqueued",
     "started",
     "finished",
+    "finished_batch",
     "abandoned",
     "retried",
     "failed",
@@ -104,45 +131,40 @@ class Hooks:
         self._calls: dict[str, list[tuple[Hook, Callable[..., HookCallResult]]]] = {
             event: [] for event in HOOK_EVENTS
         }
-        #: Hooks told of finished runs a batch at a time (``_finished_batch``, see above).
-        self._finished_batch: list[tuple[Hook, Callable[[Sequence[Finished]], object]]] = []
 
     def add(self, hook: Hook) -> None:
         """Call ``hook`` from now on (each overridden method, in the order hooks were added)."""
         if not isinstance(hook, Hook):
             raise TypeError(f"a hook subclasses duly.Hook, got {hook!r}")
-        batch = getattr(hook, "_finished_batch", None)
+        kind = type(hook)
+        # A hook told of finished runs a batch at a time is not told of them one by one too.
+        batching = kind.finished_batch is not Hook.finished_batch
         for event in HOOK_EVENTS:
-            if getattr(type(hook), event) is not getattr(Hook, event):
-                if event == "finished" and batch is not None:
-                    self._finished_batch.append((hook, batch))
-                else:
-                    self._calls[event].append((hook, getattr(hook, event)))
+            overridden = getattr(kind, event) is not getattr(Hook, event)
+            if overridden and not (event == "finished" and batching):
+                self._calls[event].append((hook, getattr(hook, event)))
 
     def remove(self, hook: Hook) -> None:
         """Stop calling ``hook`` (a hook that was not added is ignored)."""
         for event, calls in self._calls.items():
             self._calls[event] = [(h, method) for h, method in calls if h is not hook]
-        self._finished_batch = [(h, m) for h, m in self._finished_batch if h is not hook]
 
     def watching(self, event: str) -> bool:
         """Whether any hook overrides ``event`` (skip building its arguments otherwise); for
-        ``finished``, one called a run at a time (see ``batching_finished``)."""
+        ``finished``, one called a run at a time (``finished_batch``: the others)."""
         return bool(self._calls[event])
 
-    @property
-    def batching_finished(self) -> bool:
-        """Whether a hook takes finished runs a batch at a time (``tell_finished_batch``)."""
-        return bool(self._finished_batch)
-
-    def tell_finished_batch(self, items: Sequence[Finished]) -> None:
-        """Tell the hooks that take finished runs a batch at a time of ``items`` (``fire`` of
-        ``finished`` calls the others); their errors are logged."""
-        for hook, method in self._finished_batch:
-            try:
-                method(items)
-            except Exception:
-                log.exception("hook %r raised in finished", hook)
+    def enqueuing(self, jobs: Sequence[NewJob]) -> None:
+        """Call the ``enqueuing`` hooks, then store the headers they set in each job's payload
+        (a hook's bad header is logged and left out, the job is still stored)."""
+        self.call("enqueuing", jobs)
+        for job in jobs:
+            if job.headers:
+                try:
+                    job.payload = with_headers(job.payload, job.headers)
+                except TypeError:
+                    log.exception("a hook set a header that is not str: str on job %s", job.id)
+                    job.headers = {}
 
     def call(self, event: str, *args: Any) -> list[Awaitable[None]]:
         """Call every hook watching ``event``; returns the awaitables some returned."""

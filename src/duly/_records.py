@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from duly._serialization import payload_headers
+
 __all__ = [
     "ACTIVE_STATUSES",
     "FINISHED_STATUSES",
@@ -94,6 +96,10 @@ class NewJob:
     unique_expires_at: float | None = None
     gate: str | None = None
     gate_limit: int = 0
+    #: Text a hook carries from enqueue to the runs (trace context and the like), set in its
+    #: ``enqueuing``; stored inside ``payload`` once the hooks ran (``with_headers``), read back
+    #: as ``JobRecord.headers``. Never an argument of the task.
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -132,6 +138,12 @@ class JobRecord:
     #: The start time of a rate-limit slot this job already holds (set by a ``release`` that
     #: deferred it to that slot); the worker runs it without taking another slot.
     rate_slot: float | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The headers hooks set on this job at enqueue (``NewJob.headers``), decoded from its
+        payload on each read (a new dict: changing it changes nothing stored)."""
+        return payload_headers(self.payload)
 
 
 @dataclass(slots=True)

@@ -23,7 +23,16 @@ import msgspec
 
 from duly._errors import ArgumentsMismatch, PayloadTooLarge, SerializationError
 
-__all__ = ["CallSpec", "canonical", "decode", "decode_payload", "encode", "to_builtins"]
+__all__ = [
+    "CallSpec",
+    "canonical",
+    "decode",
+    "decode_payload",
+    "encode",
+    "payload_headers",
+    "to_builtins",
+    "with_headers",
+]
 
 _encoder = msgspec.json.Encoder()
 _canonical_encoder = msgspec.json.Encoder(order="deterministic")
@@ -53,8 +62,65 @@ def to_builtins(value: Any) -> Any:
     return msgspec.to_builtins(value)
 
 
+# -- the payload envelope ------------------------------------------------------------------
+# A stored payload is one JSON object: ``{"args": [...], "kwargs": {...}}``, then
+# ``"headers": {"name": "value", ...}`` when a hook set some (``NewJob.headers``: trace
+# context and the like; absent when there are none, so such a payload is not a byte longer).
+# Headers are written by ``with_headers`` and read by ``payload_headers``, nowhere else;
+# readers of the arguments (``decode_payload``, ``CallSpec.decode_call``) skip them, as duly
+# 0.x skips the key it does not know. 0.x's ``OtelHook`` spliced its trace context in as a
+# last key of its own, ``"traceparent": "00-..."``: ``payload_headers`` reads it as the
+# ``traceparent`` header, so a job enqueued by 0.x still links its runs to its enqueue.
+
+
+class _Headed(msgspec.Struct, omit_defaults=True):
+    """A payload's envelope, its arguments left as they are (copied, not decoded)."""
+
+    args: msgspec.Raw
+    kwargs: msgspec.Raw
+    headers: dict[str, str] = {}
+
+
+class _Headers(msgspec.Struct):
+    """Only the headers of a payload (msgspec skips the arguments without building them)."""
+
+    headers: dict[str, str] = {}
+    traceparent: str | None = None  # 0.x's spliced trace context
+
+
+_headed = msgspec.json.Decoder(_Headed)
+_headers = msgspec.json.Decoder(_Headers)
+
+
+def with_headers(payload: bytes, headers: dict[str, str]) -> bytes:
+    """``payload`` (built by ``CallSpec.encode_call``) carrying ``headers`` too, over any it
+    carried; ``payload`` itself when ``headers`` is empty. TypeError if a name or value is
+    not a str (a header is text: trace context, a tenant, a request id)."""
+    if not headers:
+        return payload
+    for name, value in headers.items():
+        if type(name) is not str or type(value) is not str:
+            raise TypeError(f"a job header is str: str, got {name!r}: {value!r}")
+    envelope = _headed.decode(payload)
+    envelope.headers = {**envelope.headers, **headers}
+    return _encoder.encode(envelope)
+
+
+def payload_headers(payload: bytes) -> dict[str, str]:
+    """The headers a stored payload carries (a new dict; empty if none, or if the payload is
+    corrupt: its run reports that, not its headers)."""
+    try:
+        found = _headers.decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return {}
+    if found.traceparent is not None and "traceparent" not in found.headers:
+        found.headers["traceparent"] = found.traceparent
+    return found.headers
+
+
 def decode_payload(payload: bytes) -> tuple[list[Any], dict[str, Any]]:
-    """The ``(args, kwargs)`` of a stored payload as plain JSON; ValueError if it is corrupt."""
+    """The ``(args, kwargs)`` of a stored payload as plain JSON (its headers left out: see
+    ``payload_headers``); ValueError if it is corrupt."""
     try:
         value = _decoder.decode(payload)
     except msgspec.DecodeError as exc:

@@ -115,7 +115,7 @@ async def fire_webhook(app: AppPort, secret: str) -> str | None:
         priority=record.priority,
     )
     if app.hooks.watching("enqueuing"):
-        app.hooks.call("enqueuing", [job])
+        app.hooks.enqueuing([job])
     results = await app.enqueue_built([job])
     if app.hooks.watching("enqueued"):
         await app.hooks.emit("enqueued", [job], results)

@@ -26,6 +26,7 @@ import pytest
 from services import BACKENDS, backend_url
 
 import duly
+from duly._records import JobRecord
 
 
 def kind_of(url: str) -> str:
@@ -94,6 +95,28 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, poll: float 
 def wait() -> Callable[..., Any]:
     """``wait(predicate, timeout=10)``: poll until truthy (returns the value) or fail."""
     return wait_until
+
+
+def read_records(app: duly.App, *job_ids: str) -> list[JobRecord]:
+    """The backend's records of ``job_ids`` as stored (payload bytes and all), read from an
+    event loop of their own (the App's async side is closed after)."""
+
+    async def read() -> list[JobRecord]:
+        try:
+            backend = await app.backend()
+            found = [await backend.get_job(job_id) for job_id in job_ids]
+        finally:
+            await app.aclose()
+        assert None not in found, f"not stored: {job_ids}"
+        return [record for record in found if record is not None]
+
+    return asyncio.run(read())
+
+
+@pytest.fixture
+def stored() -> Callable[..., list[JobRecord]]:
+    """``stored(app, *job_ids)``: the backend's records of these jobs, as stored."""
+    return read_records
 
 
 def collect_garbage() -> None:

@@ -130,3 +130,50 @@ def test_the_hook_without_prometheus_client_names_the_extra(
     monkeypatch.setitem(sys.modules, "prometheus_client", None)  # as if not installed
     with pytest.raises(duly.ConfigurationError, match=r"duly\[metrics\]"):
         PrometheusHook(CollectorRegistry())
+
+
+def test_one_process_exposes_what_prometheus_client_s_own_types_would() -> None:
+    """In one process the per-run metrics are plain numbers behind a collector (they cost a
+    third, see ``PrometheusHook.__init__``); multiprocess mode uses prometheus_client's own
+    Counter / Histogram / Gauge. Fed the same runs, both expose the same families, labels and
+    values (``_created`` timestamps aside)."""
+    import prometheus_client
+
+    from duly._clock import ManualClock
+    from duly._records import JobRecord, Outcome
+    from duly.observability._prometheus import RunCollector, _ClientRuns, _PlainRuns
+
+    clock = ManualClock(start=1_000.0)
+    plain_registry, client_registry = CollectorRegistry(), CollectorRegistry()
+    plain = _PlainRuns(clock)
+    plain_registry.register(RunCollector(plain))
+    client = _ClientRuns(prometheus_client, client_registry, clock)
+    kinds = ["succeeded", "retry", "failed", "release", "again"]
+    records = []
+    for i in range(40):
+        record = JobRecord(
+            f"j{i}", f"t{i % 3}", ("default", "risky")[i % 2], b"{}", "running", 1, 4, None, 0,
+            enqueued_at=990.0 + i * 0.1, scheduled_for=995.0 if i % 4 == 0 else None,
+            started_at=1_000.0 - i * 0.37,
+        )  # fmt: skip
+        records.append(record)
+        for runs in (plain, client):
+            runs.started(record)
+    ended = [(r, Outcome(r.id, kinds[i % len(kinds)]), None) for i, r in enumerate(records[:30])]
+    for runs in (plain, client):
+        runs.finished(ended[:10], 1_000.5)
+        runs.finished(ended[10:], 1_030.0)
+        runs.end(records[30].id)  # abandoned: in flight no more, no outcome
+
+    def samples(registry: CollectorRegistry) -> dict[tuple[str, frozenset[Any]], float]:
+        found = scrape(registry)[1]
+        return {key: v for key, v in found.items() if not key[0].endswith("_created")}
+
+    exposed = samples(plain_registry)
+    assert exposed == samples(client_registry)
+    assert value(exposed, "duly_jobs_in_flight", task="t1", queue="risky") == 2  # j31, j37
+    assert sum(v for (name, _), v in exposed.items() if name == "duly_jobs_in_flight") == 9
+    assert (
+        value(exposed, "duly_job_duration_seconds_bucket", task="t0", queue="default", le="+Inf")
+        == 5
+    )

@@ -13,8 +13,10 @@ from opentelemetry.trace import NoOpTracerProvider, SpanKind, StatusCode
 
 import duly
 import duly.testing
+from duly._ids import new_id
+from duly._records import NewJob
 from duly.observability import OtelHook
-from duly.observability._otel import traceparent_of, with_traceparent
+from duly.observability._otel import parse_traceparent
 
 SECRET = "s3cr3t-token-value"
 
@@ -99,41 +101,84 @@ def test_runs_are_linked_to_the_enqueuing_span(app: duly.App) -> None:
     assert app.get_job(jobs[0].id).kwargs == {"token": SECRET}
 
 
-def test_no_context_carried_without_a_recording_tracer(app: duly.App) -> None:
+def test_no_context_carried_without_a_recording_tracer(app: duly.App, stored: Any) -> None:
     app.add_hook(OtelHook(NoOpTracerProvider()))
 
     @app.task(name="o.plain")
     def plain(n: int) -> None: ...
 
     job = plain.enqueue(1)
-
-    async def payload() -> bytes:
-        try:
-            record = await (await app.backend()).get_job(job.id)
-            assert record is not None
-            return record.payload
-        finally:
-            await app.aclose()
-
-    assert asyncio.run(payload()) == b'{"args":[1],"kwargs":{}}'
+    assert stored(app, job.id)[0].payload == b'{"args":[1],"kwargs":{}}'
 
 
-def test_traceparent_in_a_payload() -> None:
-    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-    carried = with_traceparent(b'{"args":[1],"kwargs":{"a":"b"}}', traceparent)
-    assert carried == (
-        b'{"args":[1],"kwargs":{"a":"b"},"traceparent":"' + traceparent.encode() + b'"}'
+def test_the_trace_context_is_a_header_not_an_argument(app: duly.App, stored: Any) -> None:
+    provider, exporter = tracing()
+    app.add_hook(OtelHook(provider))
+
+    @app.task(name="o.plain")
+    def plain(n: int) -> int:
+        return n
+
+    job = plain.enqueue(1)
+    (producer,) = exporter.get_finished_spans()
+    ctx = producer.get_span_context()
+    assert ctx is not None
+    traceparent = f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}"
+    assert stored(app, job.id)[0].payload == (
+        b'{"args":[1],"kwargs":{},"headers":{"traceparent":"%s"}}' % traceparent.encode()
     )
-    assert traceparent_of(carried) == (
+    info = app.get_job(job.id)
+    assert info is not None and (info.args, info.kwargs) == ([1], {})
+
+
+def test_a_job_enqueued_by_0x_still_links_its_run(app: duly.App) -> None:
+    """Rolling upgrade: duly 0.x's OtelHook spliced its trace context into the payload as a
+    last key; a worker of this version reads it as the job's ``traceparent`` header."""
+    provider, exporter = tracing()
+    app.add_hook(OtelHook(provider))
+    ran: list[tuple[int, str]] = []
+
+    @app.task(name="o.old")
+    def old(n: int, label: str) -> None:
+        ran.append((n, label))
+
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    payload = b'{"args":[5],"kwargs":{"label":"x"},"traceparent":"%s"}' % traceparent.encode()
+    job_id = asyncio.run(_store_as_0x(app, "o.old", payload))
+    duly.testing.run_jobs(app, [job_id])
+    assert ran == [(5, "x")]
+    (run,) = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.CONSUMER]
+    (link,) = run.links
+    assert (link.context.trace_id, link.context.span_id) == (
+        0x0AF7651916CD43DD8448EB211C80319C,
+        0xB7AD6B7169203331,
+    )
+    info = app.get_job(job_id)
+    assert info is not None and (info.args, info.kwargs) == ([5], {"label": "x"})
+
+
+def test_parse_traceparent() -> None:
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    assert parse_traceparent(traceparent) == (
         0x0AF7651916CD43DD8448EB211C80319C,
         0xB7AD6B7169203331,
         1,
     )
-    # an argument that looks like one is never taken for it
-    nested = b'{"args":[],"kwargs":{"x":{"traceparent":"' + traceparent.encode() + b'"}}}'
-    assert traceparent_of(nested) is None
-    assert traceparent_of(b'{"args":[],"kwargs":{}}') is None
-    assert traceparent_of(b'{"args":[],"kwargs":{},"traceparent":"00-zz"}') is None
+    assert parse_traceparent(None) is None
+    assert parse_traceparent("00-zz") is None
+    assert parse_traceparent(traceparent + "-extra") is None
+    assert parse_traceparent("00-" + "0" * 32 + "-b7ad6b7169203331-01") is None
+
+
+async def _store_as_0x(app: duly.App, task: str, payload: bytes) -> str:
+    """Store a job with ``payload`` as it stands, as an older duly would have."""
+    try:
+        now = app.clock.now()
+        job = NewJob(new_id(), task, "default", payload, 1, None, 0, now, now)
+        (result,) = await (await app.backend()).enqueue([job])
+        return result.id
+    finally:
+        await app.aclose()
 
 
 def test_a_secret_value_quoted_by_an_exception_stays_out_of_spans(app: duly.App) -> None:

@@ -62,7 +62,7 @@ class Scheduler:
             return 0
         hooks = self.app.hooks
         if hooks.watching("enqueuing"):
-            hooks.call("enqueuing", jobs)
+            hooks.enqueuing(jobs)
         results = await backend.enqueue(jobs)
         if hooks.watching("enqueued"):
             await hooks.emit("enqueued", jobs, results)

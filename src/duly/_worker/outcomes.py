@@ -110,7 +110,7 @@ class Outcomes:
             hooks = self.hooks
             # Hooks that take the batch's runs at once (PrometheusHook) hear of them after the
             # loop, in one call; the others one run at a time, here.
-            told: list[Finished] | None = [] if hooks.batching_finished else None
+            told: list[Finished] | None = [] if hooks.watching("finished_batch") else None
             tell_one = hooks.watching("finished") or hooks.watching("retried")
             for (execution, outcome, error), ok in zip(batch, applied, strict=True):
                 self.unacked.pop(outcome.job_id, None)
@@ -130,8 +130,8 @@ class Outcomes:
                         await hooks.emit("retried", record, error, outcome.run_at)
                 if failed_for_good:
                     await self.report_failure(record, outcome, error)
-            if told:
-                hooks.tell_finished_batch(told)
+            if told and (waiting := hooks.fire("finished_batch", told)) is not None:
+                await waiting
 
     async def report_failure(
         self, record: JobRecord, outcome: Outcome, error: BaseException | None

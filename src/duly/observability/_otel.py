@@ -1,7 +1,7 @@
 """OpenTelemetry tracing of jobs (``pip install 'duly[otel]'``): ``app.add_hook(OtelHook())``.
 
 - **Enqueue**: a PRODUCER span ``create <queue>`` per job, a child of the enqueuing code's
-  current span, and its W3C trace context carried in the job (see ``traceparent_of``).
+  current span, and its W3C trace context carried in the job's headers (see below).
 - **Each run**: a CONSUMER span ``process <queue>``, the root of a trace of its own, *linked* to
   the job's producer span (OpenTelemetry's messaging semantic conventions: a job may run several
   times, long after its enqueue, so its runs are not children of the enqueuing request). Its
@@ -12,10 +12,10 @@
   (so arguments named in ``secret=`` never do either). An exception is recorded as the task
   raised it, but with a secret argument's value scrubbed out of its text (as it is stored).
 
-The trace context rides in the job's payload, as its last key: ``{"args": [...], "kwargs":
-{...}, "traceparent": "00-<trace id>-<span id>-<flags>"}`` (72 bytes). Readers of the payload
-read only ``args`` and ``kwargs``. A job enqueued without a recording span (no SDK configured,
-or no hook) carries nothing.
+The trace context rides in the job's headers (``NewJob.headers``, stored with the job by the
+payload codec, never an argument): ``{"traceparent": "00-<trace id>-<span id>-<flags>"}``. A job
+enqueued without a recording span (no SDK configured, or no hook) carries nothing. A job
+enqueued by duly 0.x, whose hook spliced the key into the payload itself, reads the same.
 """
 
 from __future__ import annotations
@@ -30,13 +30,11 @@ from duly._hooks import Hook
 if TYPE_CHECKING:
     from duly._records import JobRecord, NewJob, Outcome
 
-__all__ = ["OtelHook", "require_otel", "traceparent_of", "with_traceparent"]
+__all__ = ["HEADER", "OtelHook", "parse_traceparent", "require_otel"]
 
-#: The payload key of the trace context (W3C ``traceparent``).
-_KEY = b',"traceparent":"'
-_TRACEPARENT = re.compile(rb"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
-#: The length of a payload's suffix carrying a trace context: key, 55 characters, ``"}``.
-_SUFFIX = len(_KEY) + 55 + 2
+#: The header that carries the trace context (W3C ``traceparent``).
+HEADER = "traceparent"
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 
 
 def require_otel() -> Any:
@@ -50,24 +48,10 @@ def require_otel() -> Any:
     return trace
 
 
-def with_traceparent(payload: bytes, traceparent: str) -> bytes:
-    """``payload`` (a JSON object) with ``traceparent`` as its last key."""
-    return b'%s%s%s"}' % (payload[:-1], _KEY, traceparent.encode())
-
-
-def traceparent_of(payload: bytes) -> tuple[int, int, int] | None:
-    """The (trace id, span id, flags) a payload carries, or None.
-
-    A payload without one ends with ``}}`` (its ``kwargs`` object closes it), so only the key
-    added by ``with_traceparent`` can end it with ``"}``: an argument that looks like one is
-    never mistaken for it.
-    """
-    if not payload.endswith(b'"}') or len(payload) < _SUFFIX:
-        return None
-    suffix = payload[-_SUFFIX:]
-    if not suffix.startswith(_KEY):
-        return None
-    match = _TRACEPARENT.fullmatch(suffix, len(_KEY), _SUFFIX - 2)
+def parse_traceparent(value: str | None) -> tuple[int, int, int] | None:
+    """The (trace id, span id, flags) of a W3C ``traceparent`` value, or None if it is not one
+    (or names the invalid all-zero trace or span)."""
+    match = _TRACEPARENT.fullmatch(value) if value else None
     if match is None:
         return None
     trace_id, span_id, flags = (int(part, 16) for part in match.groups())
@@ -95,7 +79,7 @@ class OtelHook(Hook):
         self._runs: dict[str, Any] = {}
 
     def enqueuing(self, jobs: Sequence[NewJob]) -> None:
-        """Open and close a PRODUCER span per job; carry its context in the job's payload."""
+        """Open and close a PRODUCER span per job; carry its context in the job's headers."""
         for job in jobs:
             span = self.tracer.start_span(
                 f"create {job.queue}",
@@ -111,14 +95,15 @@ class OtelHook(Hook):
             )
             ctx = span.get_span_context()
             if span.is_recording() and ctx.is_valid:
-                traceparent = f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}"
-                job.payload = with_traceparent(job.payload, traceparent)
+                job.headers[HEADER] = (
+                    f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}"
+                )
             span.end()
 
     def started(self, record: JobRecord) -> None:
         """Open the run's CONSUMER span, linked to its job's producer span."""
         links = []
-        carried = traceparent_of(record.payload)
+        carried = parse_traceparent(record.headers.get(HEADER))
         if carried is not None:
             trace_id, span_id, flags = carried
             producer = self._SpanContext(
