@@ -26,6 +26,7 @@ from duly._http import bulk, events, jobs, ops, schedules, webhooks
 from duly._http.api import Endpoint, error_response, handler, json_response
 from duly._http.auth import Auth
 from duly._http.dashboard import routes as dashboard_routes
+from duly._http.fanout import Fanout
 from duly._http.openapi import openapi
 from duly._http.session import session_routes
 
@@ -35,14 +36,15 @@ if TYPE_CHECKING:
 __all__ = ["build_asgi", "endpoints"]
 
 
-def endpoints(keepalive: float = events.KEEPALIVE) -> list[Endpoint]:
-    """Every route of the API, in the order the schema lists them."""
+def endpoints(keepalive: float = events.KEEPALIVE, fanout: Fanout | None = None) -> list[Endpoint]:
+    """Every route of the API, in the order the schema lists them (``fanout``: the event
+    streams' shared reader)."""
     return [
         *ops.ENDPOINTS,
         *jobs.ENDPOINTS,
         *bulk.ENDPOINTS,
         *schedules.ENDPOINTS,
-        events.events_endpoint(keepalive),
+        events.events_endpoint(keepalive, fanout),
         *webhooks.ENDPOINTS,
     ]
 
@@ -92,7 +94,8 @@ def build_asgi(
     import duly
 
     auth = Auth(read_tokens, admin_tokens)
-    table = endpoints(keepalive)
+    fanout = Fanout()
+    table = endpoints(keepalive, fanout)
     schema = openapi(table, duly.__version__)
 
     routes: list[BaseRoute] = [
@@ -108,12 +111,14 @@ def build_asgi(
         yield
         await app.aclose()
 
-    return Starlette(
+    asgi = Starlette(
         routes=routes,
         middleware=[Middleware(_StrictPath)],
         exception_handlers={HTTPException: _http_error},
         lifespan=lifespan,
     )
+    asgi.state.event_fanout = fanout  # one event reader per served app (tests look at it)
+    return asgi
 
 
 def _schema_endpoint(schema: dict[str, Any]) -> Endpoint:
