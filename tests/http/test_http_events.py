@@ -104,8 +104,14 @@ def test_the_stream_ends_when_the_client_leaves(hub: Hub, served: Served) -> Non
     streams = [Stream(served.port, "/api/v1/events", AS_READ) for _ in range(3)]
     for stream in streams:
         assert stream.message()["retry"] == "2000"
-    assert len(state.tasks) >= 3 and len(fanout.subscribers) == 3
-    assert len(_readers()) == 1 and len(_streams()) == 3  # one backend reader for all
+    hub.app.enqueue_many([hub.add.s(i, i) for i in range(3000)])
+    first = streams[0].job_event()["id"]
+    # Two clients resume before a backlog they never read: the server must not build it.
+    streams += [
+        Stream(served.port, f"/api/v1/events?since={int(first) - 1}", AS_READ) for _ in range(2)
+    ]
+    assert len(state.tasks) >= 5 and len(fanout.subscribers) == 5
+    assert len(_readers()) == 1 and len(_streams()) == 5  # one backend reader for all
     for stream in streams:
         stream.close()
     deadline = time.monotonic() + 10  # the server notices at once; 10 s is for a busy machine

@@ -68,6 +68,8 @@ class EventStream(Response):
 
     async def _stream(self, sub: Subscriber, send: Send) -> None:
         async def write(data: bytes) -> None:
+            if sub.gone:
+                raise asyncio.CancelledError  # see Subscriber.gone
             await send({"type": "http.response.body", "body": data, "more_body": True})
 
         await write(_HELLO)
@@ -75,7 +77,7 @@ class EventStream(Response):
         key, cursor = sub.key, self.since
         last, behind = int(self.since), True  # first read what followed since= ourselves
         loop = asyncio.get_running_loop()
-        while sub.failed is None:
+        while sub.failed is None and not sub.gone:
             if behind or sub.behind:
                 if sub.behind:  # the buffer overflowed: read from what was sent last
                     sub.behind, cursor = False, str(last)
@@ -96,7 +98,8 @@ class EventStream(Response):
                 timer.cancel()
             if not (sub.pending or sub.behind or sub.failed):
                 await write(_KEEPALIVE)
-        await write(reset(sub.failed))  # the backend failed: end, the client reconnects
+        if sub.failed is not None:  # the backend failed: end, the client reconnects
+            await write(reset(sub.failed))
 
 
 async def _disconnect(receive: Receive) -> None:

@@ -67,6 +67,9 @@ class Subscriber:
     behind: bool = False
     #: Why the reader stopped (the stream ends with a reset), or None.
     failed: str | None = None
+    #: Its client left: the stream ends at its next step even if a library it awaited
+    #: swallowed the cancellation (seen on Python 3.11 with a read in flight).
+    gone: bool = False
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
     def push(self, event_id: int, data: bytes) -> None:
@@ -108,6 +111,8 @@ class Fanout:
 
     def leave(self, sub: Subscriber) -> None:
         """``sub`` is gone; the last one out stops the reader."""
+        sub.gone = True
+        sub.wake.set()
         self.subscribers.discard(sub)
         if not self.subscribers and self.reader is not None:
             self.reader.cancel()
