@@ -119,11 +119,14 @@ class Fanout:
             self.reader = None
 
     async def _read(self, app: App, started: asyncio.Event) -> None:
+        # "while I am the reader", not only cancel(): a backend read in flight may swallow the
+        # cancellation (redis-py on Python 3.11), and a stale reader must not dispatch twice.
+        me = asyncio.current_task()
         try:
             store = EVENTS.of(await app.backend())
             _, cursor = await store.read(None, None, 0)
             started.set()  # from here on, every event after cursor reaches the buffers
-            while True:
+            while self.reader is me:
                 try:
                     records, cursor = await store.read(cursor, None, BATCH)
                 except EventsTrimmed:  # the reader fell behind retention: all of them did
@@ -132,10 +135,14 @@ class Fanout:
                         sub.behind = True
                         sub.wake.set()
                     continue
+                if self.reader is not me:
+                    return
                 self._dispatch(records)
                 if len(records) < BATCH:
                     await store.wait(cursor, None, _WAIT)
         except Exception as exc:  # the backend failed: end every stream
+            if self.reader is not me:
+                return
             for sub in list(self.subscribers):
                 sub.fail(f"the event stream stopped: {exc!r}")
             self.subscribers.clear()
