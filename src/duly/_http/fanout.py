@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from duly._app import App
     from duly._records import EventRecord
 
-__all__ = ["BATCH", "BUFFER", "Fanout", "Subscriber", "message", "reset"]
+__all__ = ["BATCH", "BUFFER", "Fanout", "Subscriber", "catch_up", "message", "reset", "take"]
 
 #: Events per backend read (the reader's and a catching-up subscriber's).
 BATCH: Final = 500
