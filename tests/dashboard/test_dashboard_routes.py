@@ -34,7 +34,11 @@ def client(app: duly.App) -> Iterator[TestClient]:
 
 
 def page_paths() -> list[str]:
-    examples = {"{id}": "01ABC", "{name}": "profiles", "{key:path}": "user:7/orders"}
+    examples = {
+        "{id}": "01ABC",
+        "{name:path}": "team/profiles",
+        "{key:path}": "user:7/orders",
+    }
     paths = []
     for path in PAGES:
         for pattern, value in examples.items():

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from http_harness import ADMIN, READ, Hub, build_app
+from http_harness import ADMIN, READ, Hub, Served, build_app
 from services import BACKENDS, backend_url
 from starlette.testclient import TestClient
 
@@ -34,3 +34,13 @@ def hub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Hub]:
         app.close()
         asyncio.run(_drop(app))
         app.close()
+
+
+@pytest.fixture
+def served(hub: Hub) -> Iterator[Served]:
+    """``hub``'s app served by a real uvicorn (streams need a real server)."""
+    server = Served(hub.client.app)
+    try:
+        yield server
+    finally:
+        server.stop()

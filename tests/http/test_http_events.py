@@ -7,21 +7,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from collections.abc import Iterator
 
 import pytest
 from http_harness import ADMIN, AS_READ, Hub, Served, Stream
 
 pytestmark = pytest.mark.timeout(90)
-
-
-@pytest.fixture
-def served(hub: Hub) -> Iterator[Served]:
-    server = Served(hub.client.app)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_events_carry_ids_and_resume_from_last_event_id(hub: Hub, served: Served) -> None:
@@ -110,24 +100,43 @@ def test_a_trimmed_resume_point_is_a_reset(hub: Hub, served: Served) -> None:
 
 def test_the_stream_ends_when_the_client_leaves(hub: Hub, served: Served) -> None:
     state = served.server.server_state
+    fanout = hub.client.app.state.event_fanout
     streams = [Stream(served.port, "/api/v1/events", AS_READ) for _ in range(3)]
     for stream in streams:
         assert stream.message()["retry"] == "2000"
-    assert len(state.tasks) >= 3 and len(_pumps()) >= 3
+    hub.app.enqueue_many([hub.add.s(i, i) for i in range(3000)])
+    first = streams[0].job_event()["id"]
+    # Two clients resume before a backlog they never read: the server must not build it.
+    streams += [
+        Stream(served.port, f"/api/v1/events?since={int(first) - 1}", AS_READ) for _ in range(2)
+    ]
+    assert len(state.tasks) >= 5 and len(fanout.subscribers) == 5
+    assert len(_readers()) == 1 and len(_streams()) == 5  # one backend reader for all
     for stream in streams:
         stream.close()
-    deadline = time.monotonic() + 10  # the server notices within a keep-alive or so
-    while state.tasks or state.connections or _pumps():
-        assert time.monotonic() < deadline, (state.tasks, state.connections, _pumps())
+    deadline = time.monotonic() + 10  # the server notices at once; 10 s is for a busy machine
+    while state.tasks or state.connections or _readers() or _streams() or fanout.subscribers:
+        assert time.monotonic() < deadline, (state.tasks, state.connections, _streams())
         time.sleep(0.02)
+    assert fanout.reader is None
 
 
-def _pumps() -> list[asyncio.Task[None]]:
-    """The event readers (``duly.http.events._pump`` tasks) still running."""
+def _tasks(name: str) -> list[asyncio.Task[None]]:
+    """The running tasks whose coroutine is ``name``."""
     # type(), not isinstance(): isinstance reads __class__, which lazy proxies in the heap
     # (Django's settings, when a Django test ran in this process) answer by loading themselves.
     return [
         o
         for o in gc.get_objects()
-        if issubclass(type(o), asyncio.Task) and not o.done() and "_pump" in repr(o.get_coro())
+        if issubclass(type(o), asyncio.Task) and not o.done() and o.get_coro().__qualname__ == name  # type: ignore[union-attr]
     ]
+
+
+def _readers() -> list[asyncio.Task[None]]:
+    """The backend readers (``Fanout._read`` tasks) still running."""
+    return _tasks("Fanout._read")
+
+
+def _streams() -> list[asyncio.Task[None]]:
+    """The per-client streams (``EventStream._stream`` tasks) still running."""
+    return _tasks("EventStream._stream")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from duly._http.auth import Auth
 
 __all__ = [
+    "API_HEADERS",
     "CURSOR",
     "LIMIT",
     "PAGE_HEADERS",
@@ -140,11 +142,32 @@ class Endpoint:
     #: Answered with something other than JSON (``media``), e.g. SSE or Prometheus text.
     media: str = "application/json"
     tags: Sequence[str] = field(default_factory=tuple)
+    #: Path values that may hold ``/`` (sent as is or as ``%2F``, which the server decodes
+    #: before routing): the router matches them with Starlette's ``path`` convertor.
+    slashes: Sequence[str] = ()
+
+    @property
+    def route(self) -> str:
+        """The router's pattern of ``path``."""
+        path = self.path
+        for name in self.slashes:
+            path = path.replace(f"{{{name}}}", f"{{{name}:path}}")
+        return path
+
+
+#: Headers of every API answer: job arguments, results and tracebacks are never kept by a
+#: cache (the cookie session makes them per user), nor sniffed as another type.
+API_HEADERS: Final = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 
 
 def json_response(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    """``value`` (a Struct or builtins) as a JSON answer."""
-    return Response(_ENCODER.encode(value), status, headers=headers, media_type="application/json")
+    """``value`` (a Struct or builtins) as a JSON answer (with ``API_HEADERS``)."""
+    return Response(
+        _ENCODER.encode(value),
+        status,
+        headers={**API_HEADERS, **(headers or {})},
+        media_type="application/json",
+    )
 
 
 def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
@@ -172,24 +195,32 @@ def decode_cursor(cursor: str, name: str = "cursor") -> str:
 
 #: Longest path value (a job id, a scope, a secret...) the API looks up.
 MAX_PATH_VALUE: Final = 512
+#: C0 controls and DEL: never part of a job id, a name, a scope or a secret.
+_CONTROL: Final = re.compile("[\x00-\x1f\x7f]")
 
 
 def _path(request: Request) -> dict[str, str]:
     values = {k: str(v) for k, v in request.path_params.items()}
     for name, value in values.items():
-        if "\x00" in value:
-            raise ApiError(400, f"{name} must not contain NUL characters")
+        if _CONTROL.search(value):
+            raise ApiError(
+                400, f"{name} must not contain control characters (U+0000-U+001F, U+007F)"
+            )
         if len(value) > MAX_PATH_VALUE:
             raise ApiError(400, f"{name} is longer than {MAX_PATH_VALUE} characters")
     return values
 
 
 def _query(endpoint: Endpoint, request: Request) -> dict[str, Any]:
+    """The declared query values; one left out is its default. ``?status=`` is given but empty:
+    a 400, not "no filter" (an empty filter silently matching everything would surprise)."""
     values: dict[str, Any] = {}
     given = request.query_params
     for param in endpoint.params:
         raw = given.get(param.name)
-        values[param.name] = param.default if raw is None or raw == "" else param.parse(raw)
+        if raw == "":
+            raise ApiError(400, f"{param.name} is empty: give a value or leave it out")
+        values[param.name] = param.default if raw is None else param.parse(raw)
     return values
 
 
@@ -207,6 +238,8 @@ def handler(endpoint: Endpoint, app: App, auth: Auth) -> Callable[[Request], Awa
         except BackendUnavailable as exc:
             return error_response(503, f"the backend is unavailable: {exc}")
         if isinstance(result, Response):
+            for name, value in API_HEADERS.items():
+                result.headers.setdefault(name, value)
             return result
         return json_response(result, endpoint.status)
 

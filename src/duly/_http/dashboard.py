@@ -45,7 +45,7 @@ PAGES: Final = (
     "/groups",
     "/groups/{id}",
     "/freshness",
-    "/freshness/{name}",
+    "/freshness/{name:path}",
     "/key/{key:path}",
 )
 

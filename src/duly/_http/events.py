@@ -5,80 +5,112 @@ event as JSON). A client resumes after the last id it saw with ``Last-Event-ID``
 send it when they reconnect) or ``since=``. A comment line keeps idle connections open. If the
 resume point was trimmed by retention, one ``event: reset`` message says so and the stream
 goes on from the newest event. The stream ends when the client leaves.
+
+Every stream of a served app shares one backend reader (``duly._http.fanout``); what is ready
+for a client goes out in one write. The answer watches for the client's disconnect itself and
+stops its stream at once (no ``asyncio.wait_for``, which on Python 3.11 can swallow the
+cancellation and keep building a backlog for nobody).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
 from typing import Final
 
-import msgspec
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from duly._errors import EventsTrimmed
-from duly._http.api import ApiError, Call, Endpoint, Param
-from duly._http.models import ErrorBody, EventOut
-from duly._http.views import event_out
-from duly.backends.events import EVENTS
+from duly._http.api import API_HEADERS, ApiError, Call, Endpoint, Param
+from duly._http.fanout import Fanout, Subscriber, catch_up, reset, take
+from duly._http.models import EventOut
+from duly.backends.events import EVENTS, EventStore
 
 __all__ = ["KEEPALIVE", "events_endpoint"]
 
 #: Seconds between keep-alive comments on an idle stream.
 KEEPALIVE: Final = 15.0
-_ENCODER: Final = msgspec.json.Encoder()
-_QUEUE_SIZE: Final = 1000
-_ID_MAX: Final = 200
+_HELLO: Final = b"retry: 2000\n: connected\n\n"
+_KEEPALIVE: Final = b": keep-alive\n\n"
 
 
-def _message(event: EventOut) -> bytes:
-    return b"id: %s\nevent: job\ndata: %s\n\n" % (event.id.encode(), _ENCODER.encode(event))
+class EventStream(Response):
+    """The SSE answer of one client: its subscription to the app's ``Fanout``."""
 
+    media_type = "text/event-stream"
 
-def _reset(error: str) -> bytes:
-    return b"event: reset\ndata: %s\n\n" % _ENCODER.encode(ErrorBody(error))
+    def __init__(
+        self, fanout: Fanout, call: Call, store: EventStore, since: str, keepalive: float
+    ) -> None:
+        # No Response.__init__: it would render an empty body and announce its length.
+        self.status_code, self.background = 200, None
+        self.init_headers({**API_HEADERS, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        self.fanout, self.call, self.store = fanout, call, store
+        self.since, self.keepalive = since, keepalive
 
-
-async def _pump(call: Call, since: str, key: str | None, out: asyncio.Queue[bytes]) -> None:
-    """Put every event after ``since`` (and a reset where some were trimmed) into ``out``."""
-    events = EVENTS.of(await call.app.backend())
-    while True:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        sub = self.fanout.join(self.call.app, self.call.query["key"])
+        stream = asyncio.create_task(self._stream(sub, send))
+        gone = asyncio.create_task(_disconnect(receive))
         try:
-            async for event in call.app.events(since=since, key=key):
-                await out.put(_message(event_out(event)))
-                since = event.id
-        except EventsTrimmed as exc:
-            # "now" is fixed before the client hears of the reset: nothing after it is missed.
-            _, since = await events.read(None, key, 0)
-            await out.put(_reset(str(exc)))
+            await asyncio.wait({stream, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.fanout.leave(sub)  # first: the reader stops with the last client
+            for task in (stream, gone):
+                task.cancel()
+            for task in (stream, gone):
+                with contextlib.suppress(BaseException):
+                    await task
+        with contextlib.suppress(OSError):  # the client may be gone already
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
+    async def _stream(self, sub: Subscriber, send: Send) -> None:
+        async def write(data: bytes) -> None:
+            if sub.gone:
+                raise asyncio.CancelledError  # see Subscriber.gone
+            await send({"type": "http.response.body", "body": data, "more_body": True})
 
-async def _stream(
-    call: Call, since: str, key: str | None, keepalive: float
-) -> AsyncIterator[bytes]:
-    out: asyncio.Queue[bytes] = asyncio.Queue(_QUEUE_SIZE)
-    pump = asyncio.create_task(_pump(call, since, key, out))
-    try:
-        yield b"retry: 2000\n: connected\n\n"
-        while True:
-            if pump.done():  # the backend failed: end the stream, the client reconnects
-                yield _reset(f"the event stream stopped: {pump.exception()!r}")
-                return
-            try:
-                message = await asyncio.wait_for(out.get(), keepalive)
-            except TimeoutError:
-                yield b": keep-alive\n\n"
+        await write(_HELLO)
+        await sub.started.wait()
+        key, cursor = sub.key, self.since
+        last, behind = int(self.since), True  # first read what followed since= ourselves
+        loop = asyncio.get_running_loop()
+        while sub.failed is None and not sub.gone:
+            if behind or sub.behind:
+                if sub.behind:  # the buffer overflowed: read from what was sent last
+                    sub.behind, cursor = False, str(last)
+                    sub.pending.clear()
+                data, cursor, last, behind = await catch_up(self.store, cursor, key, last)
+            else:
+                data, last = take(sub, last)
+            if data:
+                await write(data)
                 continue
-            yield message
-    finally:
-        pump.cancel()
-        with contextlib.suppress(BaseException):
-            await pump
+            if behind or sub.behind or sub.pending:
+                continue
+            sub.wake.clear()
+            timer = loop.call_later(self.keepalive, sub.wake.set)
+            try:
+                await sub.wake.wait()
+            finally:
+                timer.cancel()
+            if not (sub.pending or sub.behind or sub.failed):
+                await write(_KEEPALIVE)
+        if sub.failed is not None:  # the backend failed: end, the client reconnects
+            await write(reset(sub.failed))
 
 
-def events_endpoint(keepalive: float) -> Endpoint:
-    """The SSE endpoint, with keep-alive comments every ``keepalive`` seconds."""
+async def _disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def events_endpoint(keepalive: float, fanout: Fanout | None = None) -> Endpoint:
+    """The SSE endpoint, with keep-alive comments every ``keepalive`` seconds; its streams
+    share ``fanout`` (one per built app)."""
+    fanout = fanout or Fanout()
 
     async def events(call: Call) -> Response:
         """Job state changes as Server-Sent Events."""
@@ -98,11 +130,7 @@ def events_endpoint(keepalive: float) -> Endpoint:
                 pass  # the stream starts with a reset
             except (ValueError, TypeError):
                 raise ApiError(400, f"{since!r} is not an event id") from None
-        return StreamingResponse(
-            _stream(call, since, key, keepalive),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        return EventStream(fanout, call, store, since, keepalive)
 
     return Endpoint(
         "GET",

@@ -70,7 +70,7 @@ def _operation(endpoint: Endpoint, schemas: dict[Any, Any]) -> dict[str, Any]:
     responses: dict[str, Any] = {str(endpoint.status): ok}
     errors = set(endpoint.errors)
     if _PATH_PARAM.search(endpoint.path):
-        errors.add(400)  # a path value with NUL, or too long
+        errors.add(400)  # a path value with control characters, or too long
     if endpoint.access != "public":
         errors |= {401, 403} if endpoint.access == "admin" else {401}
     if endpoint.path.startswith("/api/") or endpoint.path == "/healthz":

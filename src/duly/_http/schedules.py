@@ -39,6 +39,10 @@ __all__ = ["ENDPOINTS"]
 WATCH_KEY_SCAN: Final = 500
 #: The deepest scope a page of ``freshness/{name}/scopes`` reaches (its cursor is an offset).
 MAX_SCOPE_OFFSET: Final = 10_000
+#: Longest scope a freshness takes (``app.freshness``'s own limit); the path allows more.
+MAX_SCOPE: Final = 400
+#: A freshness name and a scope may hold "/".
+_SLASHES: Final = ("name", "scope")
 _ACTIVE: Final = ("scheduled", "queued", "running", "retrying")
 _ENDED: Final = ("succeeded", "failed", "cancelled")
 
@@ -151,6 +155,26 @@ def _mirror(call: Call) -> Mirror:
     return mirror
 
 
+def _mirror_and_scope(call: Call) -> tuple[Mirror, str]:
+    """The mirror and scope of ``freshness/{name}/scopes/{scope}``. Both may hold ``/`` (sent
+    as is or as ``%2F``): the router splits at the last ``/scopes/``, so when that name is not
+    a mirror, the split after a registered name is the one meant."""
+    name, scope = call.path["name"], call.path["scope"]
+    mirrors = call.app.mirrors
+    if name not in mirrors:
+        joined = f"{name}/scopes/{scope}"
+        for known in sorted(mirrors, key=len, reverse=True):
+            if joined.startswith(f"{known}/scopes/"):
+                call.path["name"], scope = known, joined[len(known) + len("/scopes/") :]
+                break
+    mirror = _mirror(call)
+    if not scope:
+        raise ApiError(400, "a scope is a non-empty string")
+    if len(scope) > MAX_SCOPE:
+        raise ApiError(400, f"a scope is at most {MAX_SCOPE} characters, got {len(scope)}")
+    return mirror, scope
+
+
 async def scopes(call: Call) -> ScopeList:
     """A mirror's scopes, stalest first (``stale=true``: only those past their SLA)."""
     mirror = _mirror(call)
@@ -175,21 +199,22 @@ async def scopes(call: Call) -> ScopeList:
 
 async def one_scope(call: Call) -> ScopeRefreshed:
     """One scope (never seen: state ``never``), without enqueueing anything."""
-    mirror = _mirror(call)
+    mirror, scope = _mirror_and_scope(call)
     app = call.app
-    row = await FRESHNESS.of(await app.backend()).scope(mirror.name, call.path["scope"])
+    row = await FRESHNESS.of(await app.backend()).scope(mirror.name, scope)
     if row is None:
-        return ScopeRefreshed(scope=never_scope(call.path["scope"]))
+        return ScopeRefreshed(scope=never_scope(scope))
     return ScopeRefreshed(scope=scope_out(Freshness.from_state(app, row, app.clock.now())))
 
 
 async def refresh(call: Call) -> ScopeRefreshed:
     """Ask for a sync of one scope now (one runs at a time: an active one is returned)."""
-    mirror = _mirror(call)
-    scope = call.path["scope"]
-    if not scope or "\x00" in scope:
-        raise ApiError(400, "a scope is a non-empty string")
-    return ScopeRefreshed(scope=scope_out(await mirror.request_async(scope)))
+    mirror, scope = _mirror_and_scope(call)
+    try:
+        requested = await mirror.request_async(scope)
+    except ValueError as exc:  # a scope the freshness refuses: the caller's, not a 500
+        raise ApiError(400, str(exc)) from None
+    return ScopeRefreshed(scope=scope_out(requested))
 
 
 ENDPOINTS: Final = (
@@ -244,6 +269,16 @@ ENDPOINTS: Final = (
     ),
     Endpoint(
         "GET",
+        "/api/v1/freshness/{name}/scopes/{scope}",
+        one_scope,
+        ScopeRefreshed,
+        "Get one scope",
+        errors=(404,),
+        tags=("freshness",),
+        slashes=_SLASHES,
+    ),
+    Endpoint(
+        "GET",
         "/api/v1/freshness/{name}/scopes",
         scopes,
         ScopeList,
@@ -255,15 +290,7 @@ ENDPOINTS: Final = (
         ),
         errors=(400, 404),
         tags=("freshness",),
-    ),
-    Endpoint(
-        "GET",
-        "/api/v1/freshness/{name}/scopes/{scope}",
-        one_scope,
-        ScopeRefreshed,
-        "Get one scope",
-        errors=(404,),
-        tags=("freshness",),
+        slashes=_SLASHES,
     ),
     Endpoint(
         "POST",
@@ -275,5 +302,6 @@ ENDPOINTS: Final = (
         status=202,
         errors=(400, 404),
         tags=("freshness",),
+        slashes=_SLASHES,
     ),
 )

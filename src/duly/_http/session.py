@@ -1,9 +1,17 @@
-"""Browser login and logout (see ``duly._http.auth`` for the cookies and the CSRF rule)."""
+"""Browser login and logout (see ``duly._http.auth`` for the cookies and the CSRF rule).
+
+Neither may be triggered by another site: a cross-site form POST to ``/logout`` would end the
+session, and a cross-site link to ``/login?token=<a read token>`` (or a form POSTing one) would
+swap an admin's session for the attacker's choice. A request a browser marks as coming from
+elsewhere (``Sec-Fetch-Site`` other than ``same-origin``/``none``, else an ``Origin`` whose host
+is not this one) changes no cookie: logout answers 403, login shows the form with a notice.
+Requests without either header (curl, scripts) are not a browser's and are served as before.
+"""
 
 from __future__ import annotations
 
 from typing import Final
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -30,6 +38,24 @@ def _local(next_url: str | None) -> str:
     return next_url
 
 
+def _foreign(request: Request) -> bool:
+    """Whether a browser says this request comes from another site (see the module doc)."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:
+        # "same-site" is another origin too (a sibling subdomain may be anyone's).
+        return site not in ("same-origin", "none")
+    origin = request.headers.get("origin")
+    if origin is None:
+        return False
+    # The host only: behind a TLS-terminating proxy the scheme seen here differs.
+    return urlsplit(origin).netloc.lower() != request.headers.get("host", "").lower()
+
+
+_FOREIGN_LOGIN: Final = (
+    "a login from another site's link or form is not accepted: paste your token here"
+)
+
+
 def _mount(request: Request) -> str:
     return str(request.scope.get("root_path", "")).rstrip("/")
 
@@ -44,6 +70,8 @@ def session_routes(auth: Auth) -> list[BaseRoute]:
     async def _login(request: Request, token: str | None, next_url: str) -> Response:
         if not token:
             return _page(None, next_url, 200)
+        if _foreign(request):
+            return _page(_FOREIGN_LOGIN, next_url, 403)
         if auth.role_of(token) is None:
             return _page("unknown token", next_url, 401)
         mount = _mount(request)
@@ -73,6 +101,8 @@ def session_routes(auth: Auth) -> list[BaseRoute]:
         return await _login(request, token, _local((form.get("next") or ["/"])[0]))
 
     async def logout(request: Request) -> Response:
+        if _foreign(request):
+            return _page("a logout from another site is not accepted", "/", 403)
         mount = _mount(request)
         response = RedirectResponse(mount + "/login", 303)
         for name in (SESSION_COOKIE, CSRF_COOKIE):

@@ -4,12 +4,43 @@
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
+// Bidirectional controls (LRE..RLO, LRI..PDI, LRM, RLM) would reorder what is shown around
+// them ("user\u202Etxt.exe" reads "userexe.txt"): they are shown as escapes, never applied.
+const BIDI = /[\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
+
+function escapeCode(c) {
+  return `\\u${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
+}
+
+// `text` with every bidi control written as \uXXXX (for attributes such as a tooltip).
+export function visible(text) {
+  return String(text).replace(BIDI, escapeCode);
+}
+
+// A text node, or for text holding bidi controls a fragment where each is a marked escape.
+function textNode(text) {
+  if (!text.match(BIDI)) return document.createTextNode(text);
+  const out = document.createDocumentFragment();
+  let last = 0;
+  for (const found of text.matchAll(BIDI)) {
+    out.appendChild(document.createTextNode(text.slice(last, found.index)));
+    const esc = document.createElement("span");
+    esc.className = "bidi-escape";
+    esc.title = "bidirectional control character";
+    esc.textContent = escapeCode(found[0]);
+    out.appendChild(esc);
+    last = found.index + found[0].length;
+  }
+  out.appendChild(document.createTextNode(text.slice(last)));
+  return out;
+}
+
 function append(el, children) {
   for (const child of children) {
     if (child === null || child === undefined || child === false) continue;
     if (Array.isArray(child)) append(el, child);
     else if (child instanceof Node) el.appendChild(child);
-    else el.appendChild(document.createTextNode(String(child)));
+    else el.appendChild(textNode(String(child)));
   }
   return el;
 }
@@ -21,6 +52,8 @@ function setAttrs(el, attrs) {
       el.addEventListener(name.slice(2), value);
     } else if (name === "dataset") {
       Object.assign(el.dataset, value);
+    } else if (name === "title") {
+      el.setAttribute(name, visible(value));
     } else {
       el.setAttribute(name, value === true ? "" : String(value));
     }

@@ -28,6 +28,8 @@ async function scopeOf(name, key) {
   try {
     return (await get(`freshness/${seg(name)}/scopes/${seg(key)}`)).scope;
   } catch (exc) {
+    // 400: this key cannot be a scope (too long, control characters); 404: no such freshness.
+    if (exc instanceof ApiError && exc.status === 400) return null;
     if (!(exc instanceof ApiError && exc.status === 404)) throw exc;
     if (exc.message !== "no such route") return null;
   }
