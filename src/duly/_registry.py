@@ -89,7 +89,13 @@ def task_config(
     retry_on = settings.get("retry_on")
     if isinstance(retry_on, type):
         retry_on = (retry_on,)
-    name = settings.get("name") or default_task_name(fn)
+    name = settings.get("name")
+    if name is None:
+        name = default_task_name(fn)
+    elif not isinstance(name, str) or not name.strip():
+        # "" is a name given, not a default asked for: registering under the function's
+        # name instead would hide the mistake (as " " already raised).
+        raise ConfigurationError(f"name= must be a non-empty string, got {name!r}")
     limits = Limits.build(
         name,
         fn,

@@ -25,10 +25,33 @@ import msgspec
 
 from duly._errors import ConfigurationError
 
-__all__ = ["SEALED", "Sealer"]
+__all__ = ["LITERAL", "SEALED", "Sealer", "escape_argument", "unescape_argument"]
 
 #: The key of the object that replaces a sealed value in a stored payload.
 SEALED: Final = "$sealed"
+#: The key of the object that wraps an argument that would otherwise read as an envelope: a
+#: user's own ``{"$sealed": ...}`` (or ``{"$literal": ...}``) dict is stored as
+#: ``{"$literal": {"$sealed": ...}}`` and given back as it was.
+LITERAL: Final = "$literal"
+_ENVELOPE_KEYS: Final = frozenset({SEALED, LITERAL})
+
+
+def _looks_like_envelope(value: Any) -> bool:
+    return type(value) is dict and len(value) == 1 and next(iter(value)) in _ENVELOPE_KEYS
+
+
+def escape_argument(value: Any) -> Any:
+    """An argument as stored: user data that reads as an envelope is wrapped in ``$literal``."""
+    return {LITERAL: value} if _looks_like_envelope(value) else value
+
+
+def unescape_argument(value: Any) -> Any:
+    """A stored argument as the task gets it (``escape_argument`` undone)."""
+    if type(value) is dict and len(value) == 1 and LITERAL in value:
+        return value[LITERAL]
+    return value
+
+
 _JSON: Final = msgspec.json.Encoder()
 _DECODE: Final = msgspec.json.Decoder()
 
@@ -110,9 +133,23 @@ class Sealer:
 
 
 def open_without_key(payload: bytes) -> bytes:
-    """For a worker without a key: ``payload``, or ValueError if it holds sealed values."""
-    if SEALED.encode() in payload and b'{"' + SEALED.encode() in payload:
+    """For a worker without a key: ``payload``, or ValueError if it holds sealed values (an
+    argument that is an envelope itself; a user's dict that only looks like one is escaped)."""
+    if b'"' + SEALED.encode() + b'"' in payload and _has_envelope(payload):
         raise ValueError(
             "this job has sealed secret arguments: the worker needs DULY_SECRET_KEY to open them"
         )
     return payload
+
+
+def _has_envelope(payload: bytes) -> bool:
+    try:
+        call = _DECODE.decode(payload)
+    except msgspec.DecodeError:
+        return False  # corrupt: decoding the call says so
+    if not isinstance(call, dict):
+        return False
+    args, kwargs = call.get("args"), call.get("kwargs")
+    values = list(args) if isinstance(args, list) else []
+    values += kwargs.values() if isinstance(kwargs, dict) else ()
+    return any(type(v) is dict and len(v) == 1 and SEALED in v for v in values)

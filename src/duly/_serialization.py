@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 
 from duly._errors import ArgumentsMismatch, PayloadTooLarge, SerializationError
+from duly._sealing import LITERAL, escape_argument, unescape_argument
 
 __all__ = ["CallSpec", "canonical", "decode", "decode_payload", "encode", "to_builtins"]
 
@@ -65,7 +66,28 @@ def decode_payload(payload: bytes) -> tuple[list[Any], dict[str, Any]]:
         or not isinstance(value.get("kwargs"), dict)
     ):
         raise ValueError('corrupt job payload: expected {"args": [...], "kwargs": {...}}')
-    return value["args"], value["kwargs"]
+    args, kwargs = value["args"], value["kwargs"]
+    if _ESCAPED in payload:  # an argument that looked like an envelope (duly._sealing)
+        args = [unescape_argument(v) for v in args]
+        kwargs = {k: unescape_argument(v) for k, v in kwargs.items()}
+    return args, kwargs
+
+
+_ESCAPED = f'{{"{LITERAL}":'.encode()
+
+
+def _unescaped_raw(raw: msgspec.Raw) -> msgspec.Raw:
+    """A stored argument's JSON with the ``$literal`` wrapper of ``escape_argument`` removed."""
+    if memoryview(raw)[: len(_ESCAPED)] != _ESCAPED:
+        return raw
+    return msgspec.Raw(_encoder.encode(unescape_argument(_decoder.decode(raw))))
+
+
+def _escaped(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """The call's arguments as stored: user dicts that read as envelopes wrapped."""
+    if not any(type(v) is dict for v in (*args, *kwargs.values())):
+        return args, kwargs
+    return [escape_argument(v) for v in args], {k: escape_argument(v) for k, v in kwargs.items()}
 
 
 class _RawCall(msgspec.Struct):
@@ -438,8 +460,9 @@ class CallSpec:
             for value in kwargs.values():
                 if _plain_problem(value) is not None:
                     self._check_typed(args, kwargs)
+        stored_args, stored_kwargs = _escaped(args, kwargs)
         try:
-            payload = _encoder.encode({"args": args, "kwargs": kwargs})
+            payload = _encoder.encode({"args": stored_args, "kwargs": stored_kwargs})
         except _ENCODE_ERRORS as exc:  # checked above: only a value msgspec itself refuses
             raise SerializationError(f"cannot enqueue {self.name}: {exc}") from exc
         if len(payload) > max_bytes:
@@ -478,6 +501,9 @@ class CallSpec:
             raise ValueError(f"corrupt job payload: {exc}") from exc
         if not self._fits(call.args, call.kwargs):
             raise self._mismatch(self._why_not(call.args, call.kwargs))
+        if _ESCAPED in payload:
+            call.args = [_unescaped_raw(raw) for raw in call.args]
+            call.kwargs = {key: _unescaped_raw(raw) for key, raw in call.kwargs.items()}
         position: int | str = 0
         try:
             values = []
