@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -25,7 +26,15 @@ import msgspec
 
 from duly._errors import ConfigurationError
 
-__all__ = ["LITERAL", "SEALED", "Sealer", "escape_argument", "unescape_argument"]
+__all__ = [
+    "HASHED",
+    "LITERAL",
+    "SEALED",
+    "Sealer",
+    "escape_argument",
+    "plain_digest",
+    "unescape_argument",
+]
 
 #: The key of the object that replaces a sealed value in a stored payload.
 SEALED: Final = "$sealed"
@@ -56,6 +65,16 @@ _JSON: Final = msgspec.json.Encoder()
 _DECODE: Final = msgspec.json.Decoder()
 
 
+#: What a key rendered from a secret argument starts with once hashed (``Sealer.digest``).
+HASHED: Final = "#"
+
+
+def plain_digest(text: str) -> str:
+    """A key rendered from a secret argument, without a secret key: its SHA-256 (the same in
+    every process, so uniqueness and mutexes hold; guessable for a value with few options)."""
+    return HASHED + hashlib.sha256(text.encode()).hexdigest()
+
+
 def _fernet_key(secret: str) -> bytes:
     return base64.urlsafe_b64encode(hashlib.sha256(secret.encode()).digest())
 
@@ -75,6 +94,9 @@ class Sealer:
         if not keys:
             raise ConfigurationError("the secret key is empty")
         self._fernet = MultiFernet([Fernet(_fernet_key(k)) for k in keys])
+        # Keys are hashed with the first (sealing) key only: after a rotation, a unique key
+        # or mutex of a job stored before it no longer matches the same call's new one.
+        self._hash_key = keys[0].encode()
 
     def __repr__(self) -> str:
         return "<duly.Sealer>"
@@ -83,6 +105,11 @@ class Sealer:
     def from_key(cls, secret_key: str | None) -> Sealer | None:
         """A Sealer for ``secret_key``, or None when there is none."""
         return None if not secret_key else cls(secret_key)
+
+    def digest(self, text: str) -> str:
+        """A key rendered from a secret argument, as stored: ``#`` and its HMAC-SHA256 under
+        the first key (the same in every process holding it, so uniqueness and mutexes hold)."""
+        return HASHED + hmac.new(self._hash_key, text.encode(), hashlib.sha256).hexdigest()
 
     def seal(self, payload: bytes, positions: Sequence[int], names: Sequence[str]) -> bytes:
         """``payload`` with the arguments at ``positions`` and the keywords ``names`` sealed."""
