@@ -7,10 +7,10 @@ final (no event with a smaller id appears later). ``since=None`` starts after th
 at the first iteration; ``since=<an event id>`` resumes after it and misses nothing retained.
 If events after ``since`` were trimmed by retention, the iterator raises ``EventsTrimmed``
 (resume with ``since=None`` and re-read the state you need). ``key=`` reads that key's own
-index. Retention: every backend keeps the last 100 000 events at least, and drops events older
-than ``App(stats_retention=)`` (24 h, by the storage server's clock) when the worker purges;
-SQL backends keep at most 100 000 (Redis: ~100 000, trimmed by whole stream nodes), and a
-Redis key's own stream lives 7 days after its last event.
+index. Retention: the worker's purge drops events older than ``App(stats_retention=)`` (24 h,
+by the storage server's clock), whatever their number, and SQL backends keep at most the last
+100 000 (Redis: ~100 000, trimmed by whole stream nodes); a Redis key's own stream lives 7 days
+after its last event.
 """
 
 from __future__ import annotations

@@ -18,12 +18,13 @@ from __future__ import annotations
 import inspect
 import re
 import string
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from duly._errors import ConfigurationError
 from duly._records import RateRequest, UniqueUntil
+from duly._sealing import plain_digest
 from duly._serialization import canonical
 
 __all__ = [
@@ -63,11 +64,22 @@ def bind_arguments(
 
 
 class KeyTemplate:
-    """A key rendered from a call's arguments: a format string, or every argument (``True``)."""
+    """A key rendered from a call's arguments: a format string, or every argument (``True``).
 
-    __slots__ = ("_signature", "_what", "template")
+    A key rendered from a secret argument (``secret=``: a template naming one, or ``True`` on
+    a task that has one) is stored as ``digest`` of it (``duly._sealing``: ``#`` and a keyed
+    hash), never as the value itself; equal calls still give equal keys."""
 
-    def __init__(self, template: str | bool, fn: Callable[..., Any], what: str) -> None:
+    __slots__ = ("_digest", "_signature", "_what", "template")
+
+    def __init__(
+        self,
+        template: str | bool,
+        fn: Callable[..., Any],
+        what: str,
+        secret: Collection[str] = (),
+        digest: Callable[[str], str] = plain_digest,
+    ) -> None:
         if template is True:
             self.template: str | None = None
         elif isinstance(template, str) and template:
@@ -76,10 +88,11 @@ class KeyTemplate:
             raise ConfigurationError(f"{what}= must be a non-empty template string or True")
         self._signature = inspect.signature(fn)
         self._what = what
-        if self.template is not None:
-            self._check(what)
+        roots = set(self._signature.parameters) if self.template is None else self._check(what)
+        self._digest = digest if roots & set(secret) else None
 
-    def _check(self, what: str) -> None:
+    def _check(self, what: str) -> set[str]:
+        """The parameters the template uses; ConfigurationError if it is not valid."""
         assert self.template is not None
         params = self._signature.parameters
         takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
@@ -89,6 +102,7 @@ class KeyTemplate:
             raise ConfigurationError(
                 f"{what}={self.template!r} is not a valid template: {exc}"
             ) from None
+        roots = set()
         for field in fields:
             root = re.split(r"[.\[]", field, maxsplit=1)[0]
             if not root or root.isdigit():
@@ -100,6 +114,8 @@ class KeyTemplate:
                     f"{what}={self.template!r} uses {{{root}}}, which is not a parameter of "
                     f"the function (it takes {', '.join(params) or 'nothing'})"
                 )
+            roots.add(root)
+        return roots
 
     def render(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         """The key for one call; ValueError if the arguments do not fill the template."""
@@ -113,11 +129,19 @@ class KeyTemplate:
             try:
                 key = self.template.format_map(arguments)
             except (KeyError, AttributeError, IndexError) as exc:
+                # Named, never quoted: the arguments may be secret (issue 28).
                 raise ValueError(
-                    f"cannot render key template {self.template!r} from {arguments!r}: {exc!r}"
+                    f"cannot render key template {self.template!r} from the arguments of "
+                    f"({', '.join(arguments)}): {type(exc).__name__}: {exc}"
                 ) from None
+        if self._digest is not None:
+            return self._digest(key)  # fixed length: no limit to check
         if len(key) > MAX_KEY_LENGTH:
-            raise ValueError(f"rendered key is longer than {MAX_KEY_LENGTH} characters: {key!r}")
+            what = "every argument" if self.template is None else repr(self.template)
+            raise ValueError(
+                f"the key rendered from {what} is {len(key)} characters long, over the limit "
+                f"of {MAX_KEY_LENGTH}"
+            )
         return refuse_nul(key, f"the key rendered from {self._what}=")
 
 
@@ -179,9 +203,15 @@ class Limits:
         rate_limit: str | None = None,
         rate_key: str | None = None,
         key_by_unique: bool = False,
+        secret: Collection[str] = (),
+        digest: Callable[[str], str] = plain_digest,
     ) -> Limits | None:
         """Validate a task's settings (None if it has none); ConfigurationError explains any
-        mistake."""
+        mistake. Keys rendered from the ``secret`` parameters are stored as ``digest``."""
+
+        def template(text: str | bool, what: str) -> KeyTemplate:
+            return KeyTemplate(text, fn, what, secret, digest)
+
         if unique_until not in ("start", "finish"):
             raise ConfigurationError(
                 f"unique_until must be 'start' or 'finish', not {unique_until!r}"
@@ -203,13 +233,11 @@ class Limits:
         gate = gate_prefix = None
         gate_limit = 0
         if mutex is not None:
-            gate, gate_prefix, gate_limit = KeyTemplate(mutex, fn, "mutex"), "mutex:", 1
+            gate, gate_prefix, gate_limit = template(mutex, "mutex"), "mutex:", 1
         elif concurrency is not None:
-            gate = KeyTemplate(concurrency_key or _literal(task), fn, "concurrency_key")
+            gate = template(concurrency_key or _literal(task), "concurrency_key")
             gate_prefix, gate_limit = "concurrency:", concurrency
-        unique_template = (
-            None if unique is None or unique is False else KeyTemplate(unique, fn, "unique")
-        )
+        unique_template = None if unique is None or unique is False else template(unique, "unique")
         if unique_template is None and gate is None and rate_limit is None:
             return None
         return cls(
@@ -222,9 +250,7 @@ class Limits:
             gate_limit=gate_limit,
             rate=None if rate_limit is None else parse_rate(rate_limit),
             rate_key=(
-                None
-                if rate_limit is None
-                else KeyTemplate(rate_key or _literal(task), fn, "rate_key")
+                None if rate_limit is None else template(rate_key or _literal(task), "rate_key")
             ),
             key_by_unique=key_by_unique,
         )

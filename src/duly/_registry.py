@@ -13,6 +13,7 @@ from duly._errors import ConfigurationError
 from duly._limits import Limits
 from duly._retry import Backoff
 from duly._schedule import Schedule
+from duly._sealing import plain_digest
 from duly._task import Task, TaskConfig, seconds
 from duly._watch import Watch, WatchConfig
 
@@ -73,10 +74,15 @@ def _optional_seconds(value: float | timedelta | None, what: str) -> float | Non
 
 
 def task_config(
-    fn: Callable[..., Any], settings: TaskSettings, *, watch: WatchConfig | None = None
+    fn: Callable[..., Any],
+    settings: TaskSettings,
+    *,
+    watch: WatchConfig | None = None,
+    digest: Callable[[str], str] = plain_digest,
 ) -> TaskConfig:
     """Validate ``settings`` for ``fn`` into its ``TaskConfig`` (a watch: unique by its
-    arguments, its ``timeout`` a guard that ends it rather than a retry)."""
+    arguments, its ``timeout`` a guard that ends it rather than a retry). ``digest``: how keys
+    rendered from secret arguments are stored (``duly._sealing``)."""
     unknown = set(settings) - set(TaskSettings.__annotations__)
     if unknown:
         raise TypeError(f"unknown task settings: {', '.join(sorted(unknown))}")
@@ -89,7 +95,14 @@ def task_config(
     retry_on = settings.get("retry_on")
     if isinstance(retry_on, type):
         retry_on = (retry_on,)
-    name = settings.get("name") or default_task_name(fn)
+    name = settings.get("name")
+    if name is None:
+        name = default_task_name(fn)
+    elif not isinstance(name, str) or not name.strip():
+        # "" is a name given, not a default asked for: registering under the function's
+        # name instead would hide the mistake (as " " already raised).
+        raise ConfigurationError(f"name= must be a non-empty string, got {name!r}")
+    secret = _secret_names(fn, settings.get("secret"))
     limits = Limits.build(
         name,
         fn,
@@ -102,6 +115,8 @@ def task_config(
         rate_limit=settings.get("rate_limit"),
         rate_key=settings.get("rate_key"),
         key_by_unique=watch is not None,
+        secret=secret,
+        digest=digest,
     )
     return TaskConfig(
         name=name,
@@ -115,7 +130,7 @@ def task_config(
         priority=settings.get("priority", 0),
         limits=limits,
         retry_timeouts=watch is None,  # a watch's check over its timeout ends the watch
-        secret=(secret := _secret_names(fn, settings.get("secret"))),
+        secret=secret,
         secret_positions=_positions(fn, secret),
     )
 
@@ -170,7 +185,8 @@ class Registry:
                 **settings,
                 "retention": max(app.retention, DEFAULT_WATCH_RETENTION.total_seconds()),
             }
-        config = task_config(fn, settings, watch=watch)
+        digest = plain_digest if app.sealer is None else app.sealer.digest
+        config = task_config(fn, settings, watch=watch, digest=digest)
         existing = self.tasks.get(config.name)
         if existing is not None and existing.fn is not fn:
             raise ConfigurationError(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -25,12 +26,53 @@ import msgspec
 
 from duly._errors import ConfigurationError
 
-__all__ = ["SEALED", "Sealer"]
+__all__ = [
+    "HASHED",
+    "LITERAL",
+    "SEALED",
+    "Sealer",
+    "escape_argument",
+    "plain_digest",
+    "unescape_argument",
+]
 
 #: The key of the object that replaces a sealed value in a stored payload.
 SEALED: Final = "$sealed"
+#: The key of the object that wraps an argument that would otherwise read as an envelope: a
+#: user's own ``{"$sealed": ...}`` (or ``{"$literal": ...}``) dict is stored as
+#: ``{"$literal": {"$sealed": ...}}`` and given back as it was.
+LITERAL: Final = "$literal"
+_ENVELOPE_KEYS: Final = frozenset({SEALED, LITERAL})
+
+
+def _looks_like_envelope(value: Any) -> bool:
+    return type(value) is dict and len(value) == 1 and next(iter(value)) in _ENVELOPE_KEYS
+
+
+def escape_argument(value: Any) -> Any:
+    """An argument as stored: user data that reads as an envelope is wrapped in ``$literal``."""
+    return {LITERAL: value} if _looks_like_envelope(value) else value
+
+
+def unescape_argument(value: Any) -> Any:
+    """A stored argument as the task gets it (``escape_argument`` undone)."""
+    if type(value) is dict and len(value) == 1 and LITERAL in value:
+        return value[LITERAL]
+    return value
+
+
 _JSON: Final = msgspec.json.Encoder()
 _DECODE: Final = msgspec.json.Decoder()
+
+
+#: What a key rendered from a secret argument starts with once hashed (``Sealer.digest``).
+HASHED: Final = "#"
+
+
+def plain_digest(text: str) -> str:
+    """A key rendered from a secret argument, without a secret key: its SHA-256 (the same in
+    every process, so uniqueness and mutexes hold; guessable for a value with few options)."""
+    return HASHED + hashlib.sha256(text.encode()).hexdigest()
 
 
 def _fernet_key(secret: str) -> bytes:
@@ -52,6 +94,9 @@ class Sealer:
         if not keys:
             raise ConfigurationError("the secret key is empty")
         self._fernet = MultiFernet([Fernet(_fernet_key(k)) for k in keys])
+        # Keys are hashed with the first (sealing) key only: after a rotation, a unique key
+        # or mutex of a job stored before it no longer matches the same call's new one.
+        self._hash_key = keys[0].encode()
 
     def __repr__(self) -> str:
         return "<duly.Sealer>"
@@ -60,6 +105,11 @@ class Sealer:
     def from_key(cls, secret_key: str | None) -> Sealer | None:
         """A Sealer for ``secret_key``, or None when there is none."""
         return None if not secret_key else cls(secret_key)
+
+    def digest(self, text: str) -> str:
+        """A key rendered from a secret argument, as stored: ``#`` and its HMAC-SHA256 under
+        the first key (the same in every process holding it, so uniqueness and mutexes hold)."""
+        return HASHED + hmac.new(self._hash_key, text.encode(), hashlib.sha256).hexdigest()
 
     def seal(self, payload: bytes, positions: Sequence[int], names: Sequence[str]) -> bytes:
         """``payload`` with the arguments at ``positions`` and the keywords ``names`` sealed."""
@@ -110,9 +160,23 @@ class Sealer:
 
 
 def open_without_key(payload: bytes) -> bytes:
-    """For a worker without a key: ``payload``, or ValueError if it holds sealed values."""
-    if SEALED.encode() in payload and b'{"' + SEALED.encode() in payload:
+    """For a worker without a key: ``payload``, or ValueError if it holds sealed values (an
+    argument that is an envelope itself; a user's dict that only looks like one is escaped)."""
+    if b'"' + SEALED.encode() + b'"' in payload and _has_envelope(payload):
         raise ValueError(
             "this job has sealed secret arguments: the worker needs DULY_SECRET_KEY to open them"
         )
     return payload
+
+
+def _has_envelope(payload: bytes) -> bool:
+    try:
+        call = _DECODE.decode(payload)
+    except msgspec.DecodeError:
+        return False  # corrupt: decoding the call says so
+    if not isinstance(call, dict):
+        return False
+    args, kwargs = call.get("args"), call.get("kwargs")
+    values = list(args) if isinstance(args, list) else []
+    values += kwargs.values() if isinstance(kwargs, dict) else ()
+    return any(type(v) is dict and len(v) == 1 and SEALED in v for v in values)

@@ -11,6 +11,7 @@ with the return annotation. ``CallSpec`` holds what a task's signature decides, 
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import inspect
 import math
@@ -21,7 +22,9 @@ from typing import Any
 
 import msgspec
 
+from duly._datetimes import has_zones, mentions_datetime, same_zone, strip_zones, with_zones, zoned
 from duly._errors import ArgumentsMismatch, PayloadTooLarge, SerializationError
+from duly._sealing import LITERAL, escape_argument, unescape_argument
 
 __all__ = [
     "CallSpec",
@@ -131,7 +134,28 @@ def decode_payload(payload: bytes) -> tuple[list[Any], dict[str, Any]]:
         or not isinstance(value.get("kwargs"), dict)
     ):
         raise ValueError('corrupt job payload: expected {"args": [...], "kwargs": {...}}')
-    return value["args"], value["kwargs"]
+    args, kwargs = value["args"], value["kwargs"]
+    if _ESCAPED in payload:  # an argument that looked like an envelope (duly._sealing)
+        args = [unescape_argument(v) for v in args]
+        kwargs = {k: unescape_argument(v) for k, v in kwargs.items()}
+    return args, kwargs
+
+
+_ESCAPED = f'{{"{LITERAL}":'.encode()
+
+
+def _unescaped_raw(raw: msgspec.Raw) -> msgspec.Raw:
+    """A stored argument's JSON with the ``$literal`` wrapper of ``escape_argument`` removed."""
+    if memoryview(raw)[: len(_ESCAPED)] != _ESCAPED:
+        return raw
+    return msgspec.Raw(_encoder.encode(unescape_argument(_decoder.decode(raw))))
+
+
+def _escaped(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """The call's arguments as stored: user dicts that read as envelopes wrapped."""
+    if not any(type(v) is dict for v in (*args, *kwargs.values())):
+        return args, kwargs
+    return [escape_argument(v) for v in args], {k: escape_argument(v) for k, v in kwargs.items()}
 
 
 class _RawCall(msgspec.Struct):
@@ -276,6 +300,8 @@ def _same(given: Any, back: Any) -> bool:
         return len(given) == len(back) and all(
             key in back and _same(item, back[key]) for key, item in given.items()
         )
+    if kind is dt.datetime and not same_zone(given, back):
+        return False  # equal instants, but the zone changed (issue 28.4)
     try:
         return bool(given == back) or (given != given and back != back)  # Decimal("NaN")
     except Exception:
@@ -285,7 +311,7 @@ def _same(given: Any, back: Any) -> bool:
 class _Slot:
     """One parameter (or each element of ``*args`` / ``**kwargs``): how its values cross JSON."""
 
-    __slots__ = ("decoder", "name", "type", "unresolved")
+    __slots__ = ("decoder", "name", "type", "unresolved", "zoned")
 
     def __init__(self, name: str, tp: Any = Any, unresolved: Any = None) -> None:
         self.name = name
@@ -298,6 +324,12 @@ class _Slot:
                 self.decoder = msgspec.json.Decoder(tp)
             except (TypeError, ValueError):  # a type msgspec does not know: plain JSON
                 self.type = Any
+        #: Its values may hold datetimes, whose zones are kept (``duly._datetimes``).
+        self.zoned = self.decoder is not None and mentions_datetime(self.type)
+
+    def stored(self, value: Any) -> Any:
+        """``value`` as it is encoded (a ZoneInfo datetime written with its zone)."""
+        return zoned(value) if self.zoned else value
 
     def problem(self, value: Any) -> str | None:
         """None if the worker gets ``value`` back exactly, else why not and what to do."""
@@ -314,7 +346,7 @@ class _Slot:
             return f"{found}, which JSON cannot carry as it is: {fix}"
         expected = _type_name(self.type)
         try:
-            data = _encoder.encode(value)
+            data = _encoder.encode(self.stored(value))
         except _ENCODE_ERRORS:
             if isinstance(self.type, type) and isinstance(value, self.type):
                 return (
@@ -323,7 +355,7 @@ class _Slot:
                 )
             return f"is {_describe(value)}, which JSON cannot carry: pass a {expected}"
         try:
-            back = self.decoder.decode(data)
+            back = self.decode(data)
         except msgspec.ValidationError as exc:
             return (
                 f"is {_describe(value)}, which does not fit its annotation {expected} ({exc}): "
@@ -336,9 +368,23 @@ class _Slot:
             f"a {expected}, as annotated"
         )
 
-    def decode(self, raw: msgspec.Raw) -> Any:
+    def decode(self, raw: msgspec.Raw | bytes) -> Any:
         """One stored argument, restored to this parameter's type."""
-        return _decoder.decode(raw) if self.decoder is None else self.decoder.decode(raw)
+        if self.decoder is None:
+            return _decoder.decode(raw)
+        if not (self.zoned and has_zones(raw)):
+            return self.decoder.decode(raw)
+        try:  # the types checked as JSON decoding checks them, the zones left out
+            checked = self.decoder.decode(strip_zones(raw))
+        except msgspec.ValidationError:
+            return self.decoder.decode(raw)  # a str that only looks like a zoned datetime
+        # The same values, each zoned datetime in its ZoneInfo (a mismatch is left to the
+        # enqueue-time check, which refuses a value that would not come back as given).
+        zones = with_zones(_decoder.decode(raw), checked)
+        try:
+            return msgspec.convert(zones, self.type, strict=False)
+        except msgspec.ValidationError:
+            return checked
 
 
 def _hints(fn: Callable[..., Any], signature: inspect.Signature) -> dict[str, Any]:
@@ -425,6 +471,7 @@ class CallSpec:
             self._var_keyword,
         ]
         self._restores = any(s is not None and s.decoder is not None for s in slots)
+        self._zoned = any(s is not None and s.zoned for s in slots)
         # The common signature (plain parameters, no *args / **kwargs / keyword-only) is
         # checked without ``Signature.bind``, which costs microseconds per call.
         self._simple = signature is not None and all(
@@ -504,8 +551,12 @@ class CallSpec:
             for value in kwargs.values():
                 if _plain_problem(value) is not None:
                     self._check_typed(args, kwargs)
+        if self._zoned:
+            args = tuple(self._slot_of(i).stored(v) for i, v in enumerate(args))
+            kwargs = {key: self._slot_of(key).stored(v) for key, v in kwargs.items()}
+        stored_args, stored_kwargs = _escaped(args, kwargs)
         try:
-            payload = _encoder.encode({"args": args, "kwargs": kwargs})
+            payload = _encoder.encode({"args": stored_args, "kwargs": stored_kwargs})
         except _ENCODE_ERRORS as exc:  # checked above: only a value msgspec itself refuses
             raise SerializationError(f"cannot enqueue {self.name}: {exc}") from exc
         if len(payload) > max_bytes:
@@ -544,6 +595,9 @@ class CallSpec:
             raise ValueError(f"corrupt job payload: {exc}") from exc
         if not self._fits(call.args, call.kwargs):
             raise self._mismatch(self._why_not(call.args, call.kwargs))
+        if _ESCAPED in payload:
+            call.args = [_unescaped_raw(raw) for raw in call.args]
+            call.kwargs = {key: _unescaped_raw(raw) for key, raw in call.kwargs.items()}
         position: int | str = 0
         try:
             values = []
@@ -577,7 +631,7 @@ class CallSpec:
             problem = result.problem(value)
             raise SerializationError(f"the result of {self.name} {problem}")
         try:
-            return _encoder.encode(value)
+            return _encoder.encode(result.stored(value))
         except _ENCODE_ERRORS as exc:
             raise SerializationError(f"the result of {self.name} cannot be encoded: {exc}") from exc
 
@@ -586,10 +640,9 @@ class CallSpec:
         JSON if it no longer fits: the task changed); ValueError if it is corrupt."""
         if not self._resolved:
             self._resolve()
-        decoder = self._result.decoder
-        if decoder is not None:
+        if self._result.decoder is not None:
             try:
-                return decoder.decode(data)
+                return self._result.decode(data)
             except msgspec.ValidationError:
                 pass
         return _decoder.decode(data)

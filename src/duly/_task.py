@@ -13,6 +13,7 @@ from duly._ids import new_id, new_ids
 from duly._limits import Limits, refuse_nul
 from duly._records import JobRecord, NewJob, Outcome
 from duly._retry import Backoff
+from duly._secrets import scrub_exception, secret_values
 from duly._serialization import CallSpec
 
 if TYPE_CHECKING:
@@ -195,7 +196,20 @@ class Signature:
         return f"<Signature {self.task.name}{self.args!r}{self.kwargs!r}>"
 
     def build(self, now: float, id: str | None = None) -> NewJob:
-        """The job this call becomes at time ``now`` (with id ``id``, else a new one)."""
+        """The job this call becomes at time ``now`` (with id ``id``, else a new one); an
+        error it raises never quotes a secret argument's value."""
+        if not self.task.config.secret:
+            return self._build(now, id)
+        try:
+            return self._build(now, id)
+        except (ValueError, TypeError) as exc:  # SerializationError, key templates, ...
+            texts = secret_values(self.task.app, self.task.name, self.args, self.kwargs)
+            scrubbed = scrub_exception(exc, texts)
+            if scrubbed is exc:
+                raise
+            raise scrubbed from None
+
+    def _build(self, now: float, id: str | None) -> NewJob:
         task, opts = self.task, self.options
         config = task.config
         payload = task.spec.encode_call(self.args, self.kwargs, task.app.max_payload_bytes)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from duly._errors import ConfigurationError
 from duly._hooks import Hook
+from duly._secrets import scrub, secret_texts
 
 if TYPE_CHECKING:
     from duly._app import App
@@ -140,10 +141,11 @@ def _redact_args(parameters: list[str], names: frozenset[str], args: list[Any]) 
 def _secret_values(
     parameters: list[str], names: frozenset[str], args: list[Any], kwargs: dict[str, Any]
 ) -> list[str]:
-    """The secret arguments' values that are strings worth searching for (4+ characters)."""
+    """Every text the secret arguments' values can show as (``duly._secrets.secret_texts``:
+    any JSON type, nested, and their common encodings)."""
     values = [v for k, v in kwargs.items() if k in names]
     values += [v for i, v in enumerate(args) if i < len(parameters) and parameters[i] in names]
-    return sorted({v for v in values if isinstance(v, str) and len(v) >= 4}, key=len, reverse=True)
+    return secret_texts(values)
 
 
 class _Redactor:
@@ -166,10 +168,10 @@ class _Redactor:
 
     def _scrub(self, value: Any) -> Any:
         if isinstance(value, str):
-            for secret in self.values:
-                if secret in value:
-                    value = value.replace(secret, REDACTED)
-            return value
+            return scrub(value, self.values)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            # A frame's local holding a numeric secret (Sentry keeps numbers as they are).
+            return REDACTED if str(value) in self.values else value
         if isinstance(value, dict):
             return {k: self._scrub(v) for k, v in value.items()}
         if isinstance(value, list):
