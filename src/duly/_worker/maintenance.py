@@ -38,7 +38,12 @@ __all__ = ["Maintenance", "Retention", "logged"]
 log = logging.getLogger("duly.worker")
 
 PROMOTE_INTERVAL = 0.25
+#: The longest pause between two purges; shorter when the retention is short (a quarter of it,
+#: at least 1 s), so the store holds about ``rate x retention`` jobs, not ``rate x 30 s`` more.
 PURGE_INTERVAL = 30.0
+#: Seconds one purge round may spend deleting batches before the loop's other duties run
+#: again; a backlog left over is taken up at the next turn, not after a whole interval.
+PURGE_BUDGET = 2.0
 SCHEDULER_INTERVAL = 0.5
 
 T = TypeVar("T")
@@ -61,6 +66,14 @@ class Retention:
     max_lost: int
     failed_retention: float
     stats_retention: float
+    #: How long a succeeded job is kept (``App(retention=)``): paces the purge.
+    retention: float = 86_400.0
+
+    @property
+    def purge_interval(self) -> float:
+        """Seconds between two purge rounds."""
+        shortest = min(self.retention, self.failed_retention)
+        return min(PURGE_INTERVAL, max(1.0, shortest / 4))
 
 
 class Maintenance:
@@ -119,10 +132,12 @@ class Maintenance:
                 self.stop_runs(gone)
 
     async def maintenance_loop(self) -> None:
-        """Promote due jobs often, recover orphans every ``lease / 4``, purge every 30 s."""
+        """Promote due jobs often, recover orphans every ``lease / 4``, purge every
+        ``purge_interval`` (sooner while a backlog is left)."""
         recover_every = max(self.lease / 4, 0.5)
         next_recover = 0.0
-        next_purge = time.monotonic() + random.uniform(0, PURGE_INTERVAL)
+        purge_every = self.retention.purge_interval
+        next_purge = time.monotonic() + random.uniform(0, purge_every)
         while True:
             await self.freshness()
             await self.promote()
@@ -130,11 +145,26 @@ class Maintenance:
                 await self.recover()
                 next_recover = time.monotonic() + recover_every
             if time.monotonic() >= next_purge:
-                now = self.clock.now()
-                purge = self.backend.purge(now, BATCH_LIMIT, self.retention.stats_retention)
-                await logged(purge, "purge")
-                next_purge = time.monotonic() + PURGE_INTERVAL
+                backlog = await self.purge()
+                next_purge = time.monotonic() + (0.0 if backlog else purge_every)
             await asyncio.sleep(PROMOTE_INTERVAL)
+
+    async def purge(self) -> bool:
+        """Delete expired jobs a batch at a time until a batch comes back short (nothing
+        expired is left) or ``PURGE_BUDGET`` seconds pass; whether a backlog is left.
+
+        One batch per interval cannot keep pace with a steady load: 1,000 jobs per 30 s is
+        33 jobs/s, so a store under 200 jobs/s grew without bound (issue 28.1). Each batch is
+        one short atomic step of its own, so other workers and producers interleave."""
+        deadline = time.monotonic() + PURGE_BUDGET
+        while True:
+            call = self.backend.purge(self.clock.now(), BATCH_LIMIT, self.retention.stats_retention)
+            deleted = await logged(call, "purge")
+            if deleted is None or deleted < BATCH_LIMIT:
+                return False
+            if time.monotonic() >= deadline:
+                return True
+            await asyncio.sleep(0)  # let heartbeats and runs go between batches
 
     async def scheduler_loop(self) -> None:
         """Enqueue due periodic ticks (each tick is stored once however many workers run)."""

@@ -262,7 +262,9 @@ class Worker:
             app.clock,
             worker=self.id,
             lease=self.lease,
-            retention=Retention(app.max_lost, app.failed_retention, app.stats_retention),
+            retention=Retention(
+                app.max_lost, app.failed_retention, app.stats_retention, app.retention
+            ),
             hooks=app.hooks,
             reporter=self._report,
             held=self._held,
