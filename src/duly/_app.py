@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack, cast, overloa
 from duly._app_queries import AppQueries
 from duly._clock import Clock, SystemClock
 from duly._decorators import PeriodicDecorator, TaskDecorator, WatchDecorator
-from duly._errors import ConfigurationError
+from duly._errors import ConfigurationError, ConfigurationTypeError
 from duly._events import Event, check_events_args, stream_events
 from duly._freshness import Mirror, Staleness
 from duly._groups import Group, GroupInfo, load_group, prepare_group, store_group
@@ -116,7 +116,9 @@ class App(AppQueries):
         elif url is not None:
             raise ConfigurationError("give App a url or a backend, not both")
         elif not isinstance(backend, Backend):
-            raise TypeError(f"backend= takes a duly backend (see duly.backends), got {backend!r}")
+            raise ConfigurationTypeError(
+                f"backend= takes a duly backend (see duly.backends), got {backend!r}"
+            )
         else:
             self.url = backend.url
         #: Makes the backend of each event loop (``clone()``) and serves blocking enqueues.
@@ -126,17 +128,19 @@ class App(AppQueries):
         self.failed_retention = seconds(failed_retention, "failed_retention")
         self.stats_retention = seconds(stats_retention, "stats_retention")
         if self.stats_retention < 60:
-            raise ValueError("stats_retention must be at least a minute")
+            raise ConfigurationError("stats_retention must be at least a minute")
         if max_payload_bytes <= 0:
-            raise ValueError("max_payload_bytes must be > 0")
+            raise ConfigurationError("max_payload_bytes must be > 0")
         self.max_payload_bytes = max_payload_bytes
         if max_lost < 1:
-            raise ValueError("max_lost must be >= 1")
+            raise ConfigurationError("max_lost must be >= 1")
         self.max_lost = max_lost
         self.clock: Clock = clock or SystemClock()
         if transactions is not None and not isinstance(transactions, Transactions):
             kind = type(transactions).__name__
-            raise TypeError(f"transactions= takes a duly.transactions.Transactions, not {kind}")
+            raise ConfigurationTypeError(
+                f"transactions= takes a duly.transactions.Transactions, not {kind}"
+            )
         self.transactions = transactions
         #: Seals secret arguments at rest (``secret_key=``, else ``$DULY_SECRET_KEY``; see
         #: ``duly._sealing``), or None.
@@ -254,7 +258,7 @@ class App(AppQueries):
         apply). ``max_staleness`` is a timedelta or a function ``scope -> timedelta``.
         """
         if not isinstance(name, str) or not name or "\x1f" in name:
-            raise ValueError(f"a freshness name is a non-empty str, got {name!r}")
+            raise ConfigurationError(f"a freshness name is a non-empty str, got {name!r}")
         refuse_nul(name, f"a freshness name ({name!r})")
         if name in self.mirrors:
             raise ConfigurationError(f"a freshness named {name!r} is already registered")

@@ -8,6 +8,7 @@ from collections.abc import Callable, Coroutine
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
+from duly._errors import ConfigurationTypeError
 from duly._registry import TaskSettings
 from duly._schedule import CatchUp, Schedule
 from duly._task import Task, seconds
@@ -63,7 +64,7 @@ class PeriodicDecorator:
         try:
             inspect.signature(fn).bind()
         except TypeError:
-            raise TypeError(
+            raise ConfigurationTypeError(
                 f"a periodic task is called without arguments; {fn.__qualname__} needs some"
             ) from None
         settings = self._settings

@@ -97,6 +97,10 @@ class ConfigurationError(DulyError, ValueError):
     A ``ValueError`` too, so code written against the built-in error keeps working."""
 
 
+class ConfigurationTypeError(ConfigurationError, TypeError):
+    """An option of the wrong type: a ``ConfigurationError``, and a ``TypeError`` as before."""
+
+
 class StorageTooNew(DulyError):
     """The backend's data was stored by a newer duly than this one: upgrade duly.
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from duly._errors import ConfigurationError
 from duly._freshness_state import FreshnessRequest, Reason, ScopeState
 from duly._job import Job
 from duly._limits import refuse_nul
@@ -151,7 +152,7 @@ class FreshnessGauges:
 def _positive(value: timedelta | float, what: str) -> float:
     result = seconds(value, what)
     if not result > 0:
-        raise ValueError(f"{what} must be > 0, got {value!r}")
+        raise ConfigurationError(f"{what} must be > 0, got {value!r}")
     return result
 
 

@@ -27,6 +27,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from duly._errors import ConfigurationTypeError
 from duly._serialization import with_headers
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ class Hooks:
     def add(self, hook: Hook) -> None:
         """Call ``hook`` from now on (each overridden method, in the order hooks were added)."""
         if not isinstance(hook, Hook):
-            raise TypeError(f"a hook subclasses duly.Hook, got {hook!r}")
+            raise ConfigurationTypeError(f"a hook subclasses duly.Hook, got {hook!r}")
         kind = type(hook)
         # A hook told of finished runs a batch at a time is not told of them one by one too.
         batching = kind.finished_batch is not Hook.finished_batch

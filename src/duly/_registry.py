@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from duly._errors import ConfigurationError
+from duly._errors import ConfigurationError, ConfigurationTypeError
 from duly._limits import Limits
 from duly._retry import Backoff
 from duly._schedule import Schedule
@@ -85,7 +85,7 @@ def task_config(
     rendered from secret arguments are stored (``duly._sealing``)."""
     unknown = set(settings) - set(TaskSettings.__annotations__)
     if unknown:
-        raise TypeError(f"unknown task settings: {', '.join(sorted(unknown))}")
+        raise ConfigurationTypeError(f"unknown task settings: {', '.join(sorted(unknown))}")
     unique = settings.get("unique")
     unique_until = settings.get("unique_until", "finish")
     if watch is not None:
@@ -149,7 +149,7 @@ def _secret_names(fn: Callable[..., Any], secret: Iterable[str] | None) -> tuple
     if secret is None:
         return ()
     if isinstance(secret, str):
-        raise TypeError(f"secret= takes parameter names, e.g. secret=({secret!r},)")
+        raise ConfigurationTypeError(f"secret= takes parameter names, e.g. secret=({secret!r},)")
     names = tuple(secret)
     try:
         parameters = inspect.signature(fn).parameters
@@ -179,7 +179,7 @@ class Registry:
     ) -> Task[Any, Any]:
         """Make ``fn`` a task (a ``Watch`` with ``watch``); one function per name."""
         if not callable(fn):
-            raise TypeError(f"@app.task needs a function, got {fn!r}")
+            raise ConfigurationTypeError(f"@app.task needs a function, got {fn!r}")
         if watch is not None and settings.get("retention") is None:
             settings = {
                 **settings,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from duly._errors import ConfigurationError
+
 __all__ = ["Backoff"]
 
 
@@ -21,9 +23,11 @@ class Backoff:
 
     def __post_init__(self) -> None:
         if not self.base > 0:
-            raise ValueError(f"Backoff(base=...) must be > 0 seconds, got {self.base!r}")
+            raise ConfigurationError(f"Backoff(base=...) must be > 0 seconds, got {self.base!r}")
         if not self.cap >= self.base:
-            raise ValueError(f"Backoff(cap=...) must be >= base ({self.base}), got {self.cap!r}")
+            raise ConfigurationError(
+                f"Backoff(cap=...) must be >= base ({self.base}), got {self.cap!r}"
+            )
 
     def ceiling(self, attempt: int) -> float:
         """The largest delay retry ``attempt`` (1-based) can get."""

@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
 
+from duly._errors import ConfigurationError
 from duly._ids import encode_ulid
 
 __all__ = ["MAX_CATCH_UP", "ON_TIME", "CatchUp", "Schedule", "tick_job_id"]
@@ -48,13 +49,15 @@ class Schedule:
 
     def __post_init__(self) -> None:
         if (self.every is None) == (self.cron is None):
-            raise ValueError("a periodic task needs exactly one of every= or cron=")
+            raise ConfigurationError("a periodic task needs exactly one of every= or cron=")
         if self.every is not None and not self.every >= 1:
-            raise ValueError(f"every= must be at least 1 second, got {self.every!r}")
+            raise ConfigurationError(f"every= must be at least 1 second, got {self.every!r}")
         if self.cron is not None and not croniter.is_valid(self.cron):
-            raise ValueError(f"invalid cron expression {self.cron!r}")
+            raise ConfigurationError(f"invalid cron expression {self.cron!r}")
         if self.catch_up not in ("skip", "one", "all"):
-            raise ValueError(f"catch_up must be 'skip', 'one' or 'all', got {self.catch_up!r}")
+            raise ConfigurationError(
+                f"catch_up must be 'skip', 'one' or 'all', got {self.catch_up!r}"
+            )
         self.zone()  # validate tz
 
     @property
@@ -67,7 +70,7 @@ class Schedule:
         try:
             return ZoneInfo(self.tz)
         except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(f"unknown time zone {self.tz!r}") from exc
+            raise ConfigurationError(f"unknown time zone {self.tz!r}") from exc
 
     def next_tick(self, after: float) -> float:
         """The first tick strictly after ``after``."""

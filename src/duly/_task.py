@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
+from duly._errors import ConfigurationError, ConfigurationTypeError
 from duly._ids import new_id, new_ids
 from duly._limits import Limits, refuse_nul
 from duly._records import JobRecord, NewJob, Outcome
@@ -36,9 +37,11 @@ def seconds(value: float | timedelta, what: str) -> float:
     if isinstance(value, timedelta):
         value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{what} must be seconds (int/float) or a timedelta, got {value!r}")
+        raise ConfigurationTypeError(
+            f"{what} must be seconds (int/float) or a timedelta, got {value!r}"
+        )
     if value < 0:
-        raise ValueError(f"{what} must be >= 0, got {value!r}")
+        raise ConfigurationError(f"{what} must be >= 0, got {value!r}")
     return float(value)
 
 
@@ -47,7 +50,7 @@ def check_queue(queue: str) -> str:
     if isinstance(queue, str):
         refuse_nul(queue, f"a queue name ({queue!r})")
     if not isinstance(queue, str) or not _QUEUE_NAME.match(queue):
-        raise ValueError(
+        raise ConfigurationError(
             f"invalid queue name {queue!r}: use 1-100 letters, digits, '_', '.' or '-'"
         )
     return queue
@@ -56,9 +59,9 @@ def check_queue(queue: str) -> str:
 def check_priority(priority: int) -> int:
     """Validate a priority (an int from -1000 to 1000; higher runs first)."""
     if isinstance(priority, bool) or not isinstance(priority, int):
-        raise TypeError(f"priority must be an int, got {priority!r}")
+        raise ConfigurationTypeError(f"priority must be an int, got {priority!r}")
     if priority not in PRIORITY_RANGE:
-        raise ValueError(f"priority must be between -1000 and 1000, got {priority}")
+        raise ConfigurationError(f"priority must be between -1000 and 1000, got {priority}")
     return priority
 
 
@@ -85,21 +88,23 @@ class TaskConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
-            raise ValueError("a task name must be a non-empty string")
+            raise ConfigurationError("a task name must be a non-empty string")
         refuse_nul(self.name, f"a task name ({self.name!r})")
         check_queue(self.queue)
         check_priority(self.priority)
         if isinstance(self.retries, bool) or not isinstance(self.retries, int):
-            raise TypeError(f"retries must be an int, got {self.retries!r}")
+            raise ConfigurationTypeError(f"retries must be an int, got {self.retries!r}")
         if self.retries < 0:
-            raise ValueError(f"retries must be >= 0, got {self.retries}")
+            raise ConfigurationError(f"retries must be >= 0, got {self.retries}")
         if not isinstance(self.backoff, Backoff):
-            raise TypeError(f"backoff must be a duly.Backoff, got {self.backoff!r}")
+            raise ConfigurationTypeError(f"backoff must be a duly.Backoff, got {self.backoff!r}")
         if self.timeout is not None and not self.timeout > 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {self.timeout!r}")
+            raise ConfigurationError(f"timeout must be > 0 seconds, got {self.timeout!r}")
         for exc_type in self.retry_on:
             if not (isinstance(exc_type, type) and issubclass(exc_type, BaseException)):
-                raise TypeError(f"retry_on must hold exception types, got {exc_type!r}")
+                raise ConfigurationTypeError(
+                    f"retry_on must hold exception types, got {exc_type!r}"
+                )
 
     @property
     def max_attempts(self) -> int:
@@ -150,19 +155,21 @@ class EnqueueOptions:
 
     def __post_init__(self) -> None:
         if self.delay is not None and self.at is not None:
-            raise ValueError("give either delay= or at=, not both")
+            raise ConfigurationError("give either delay= or at=, not both")
         if not isinstance(self.on_commit, bool):
-            raise TypeError(f"on_commit must be True or False, got {self.on_commit!r}")
+            raise ConfigurationTypeError(f"on_commit must be True or False, got {self.on_commit!r}")
         if self.on_commit and self.connection is not None:
-            raise ValueError(
+            raise ConfigurationError(
                 "give connection= (enqueue inside the transaction) or on_commit=True "
                 "(enqueue after it commits), not both"
             )
         if self.at is not None:
             if not isinstance(self.at, datetime):
-                raise TypeError(f"at= must be a datetime, got {self.at!r}")
+                raise ConfigurationTypeError(f"at= must be a datetime, got {self.at!r}")
             if self.at.tzinfo is None:
-                raise ValueError("at= must be timezone-aware (e.g. datetime.now(UTC) + ...)")
+                raise ConfigurationError(
+                    "at= must be timezone-aware (e.g. datetime.now(UTC) + ...)"
+                )
         if self.priority is not None:
             check_priority(self.priority)
         if self.queue is not None:
@@ -170,7 +177,9 @@ class EnqueueOptions:
         if self.key is not None and (
             not isinstance(self.key, str) or not self.key or len(self.key) > _MAX_KEY_LENGTH
         ):
-            raise ValueError(f"key must be a non-empty string of at most {_MAX_KEY_LENGTH} chars")
+            raise ConfigurationError(
+                f"key must be a non-empty string of at most {_MAX_KEY_LENGTH} chars"
+            )
         if self.key is not None:
             refuse_nul(self.key, "key=")
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
+from duly._errors import ConfigurationError
 from duly._records import JobRecord, Outcome
 from duly._serialization import decode, decode_payload, encode
 from duly._task import BoundTask, EnqueueOptions, Task, TaskConfig, seconds
@@ -52,11 +53,11 @@ class WatchConfig:
             or not isinstance(self.max_checks, int)
             or self.max_checks < 1
         ):
-            raise ValueError(f"max_checks must be an int >= 1, got {self.max_checks!r}")
+            raise ConfigurationError(f"max_checks must be an int >= 1, got {self.max_checks!r}")
         if self.horizon is not None and not self.horizon > 0:
-            raise ValueError(f"horizon must be > 0, got {self.horizon!r}")
+            raise ConfigurationError(f"horizon must be > 0, got {self.horizon!r}")
         if self.slot is not None and not self.slot > 0:
-            raise ValueError(f"slot must be > 0, got {self.slot!r}")
+            raise ConfigurationError(f"slot must be > 0, got {self.slot!r}")
 
     def round_up(self, when: float) -> float:
         """``when`` rounded up to the next multiple of ``slot`` (since the epoch)."""

@@ -18,7 +18,7 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from duly._errors import TaskNotFound
+from duly._errors import ConfigurationError, TaskNotFound
 from duly._records import WebhookRecord
 from duly._serialization import decode_payload
 from duly._task import Signature
@@ -58,7 +58,7 @@ async def create_webhook(app: AppPort, sig: Signature) -> Webhook:
         raise ValueError(f"{sig!r} belongs to another App")
     options = sig.options
     if options.at is not None or options.connection is not None or options.on_commit:
-        raise ValueError(
+        raise ConfigurationError(
             "a webhook's job takes delay=, key=, queue=, priority= but not "
             "at=, connection= or on_commit="
         )

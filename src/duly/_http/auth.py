@@ -22,6 +22,7 @@ from typing import Final, Literal
 
 from starlette.requests import Request
 
+from duly._errors import ConfigurationError, ConfigurationTypeError
 from duly._http.api import Access, ApiError
 
 __all__ = ["CSRF_COOKIE", "CSRF_HEADER", "SESSION_COOKIE", "Auth", "Role", "csrf_value"]
@@ -48,11 +49,11 @@ def _tokens(tokens: Iterable[str] | None, what: str) -> list[str]:
     if tokens is None:
         return []
     if isinstance(tokens, str):
-        raise TypeError(f"{what} takes a list of tokens, not one str")
+        raise ConfigurationTypeError(f"{what} takes a list of tokens, not one str")
     found = list(tokens)
     for token in found:
         if not isinstance(token, str) or not token.strip():
-            raise ValueError(f"{what}: a token is a non-empty str, got {token!r}")
+            raise ConfigurationError(f"{what}: a token is a non-empty str, got {token!r}")
     return found
 
 

@@ -19,6 +19,8 @@ import os
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
+from duly._errors import ConfigurationError
+
 __all__ = ["with_dashboard"]
 
 Scope = MutableMapping[str, Any]
@@ -44,7 +46,9 @@ def with_dashboard(
     ``duly dashboard``; with none, every API call is refused (401). The App is the project's
     (``duly.contrib.django.app``), built at the first request under ``path``."""
     if not path.startswith("/") or path == "/":
-        raise ValueError(f"path is a URL path under the site's root, like '/jobs', not {path!r}")
+        raise ConfigurationError(
+            f"path is a URL path under the site's root, like '/jobs', not {path!r}"
+        )
     prefix = path.rstrip("/")
     reads = _tokens(read_tokens, "DULY_READ_TOKENS")
     admins = _tokens(admin_tokens, "DULY_ADMIN_TOKENS")
