@@ -60,9 +60,9 @@ class EventStream(Response):
             self.fanout.leave(sub)  # first: the reader stops with the last client
             for task in (stream, gone):
                 task.cancel()
-            for task in (stream, gone):
-                with contextlib.suppress(BaseException):
-                    await task
+            # gather, not a suppress(BaseException): a cancellation of this answer itself
+            # (the server shutting down) must go on up.
+            await asyncio.gather(stream, gone, return_exceptions=True)
         with contextlib.suppress(OSError):  # the client may be gone already
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
@@ -82,7 +82,11 @@ class EventStream(Response):
                 if sub.behind:  # the buffer overflowed: read from what was sent last
                     sub.behind, cursor = False, str(last)
                     sub.pending.clear()
-                data, cursor, last, behind = await catch_up(self.store, cursor, key, last)
+                try:
+                    data, cursor, last, behind = await catch_up(self.store, cursor, key, last)
+                except Exception as exc:  # the backend failed: say so, the client reconnects
+                    sub.failed = f"the event stream stopped: {exc!r}"
+                    break
             else:
                 data, last = take(sub, last)
             if data:
