@@ -225,6 +225,9 @@ class Worker:
         if self.scheduler is not None:
             helpers.append(asyncio.create_task(duties.scheduler_loop(), name="duly-scheduler"))
         try:
+            # Before the first claim (PRODUCT §17, seed 002): the jobs of a dead worker go back
+            # to the head of their queues and run before newer ones.
+            await duties.recover()
             await self._fetch_loop()
             await self._withdraw()
             await self._drain()
