@@ -98,7 +98,8 @@ class Worker:
     starves (see ``docs/guide.md``, "Priorities and queues"); ``concurrency`` jobs run at
     once; ``lease`` is how long a job may go without a heartbeat before another process
     recovers it (>= 2 s); ``grace`` is how long a graceful stop waits for running jobs;
-    ``burst`` stops the worker once no job is queued, due or running here (jobs due later are left for later);
+    ``burst`` stops the worker once no job is queued, due or running here (jobs due later
+    are left for later);
     ``scheduler`` runs the periodic tasks' scheduler in this worker (the default);
     ``connect_timeout`` (seconds; default: forever) bounds how long ``run()`` retries an
     unreachable backend at start before raising ``BackendUnavailable``; ``lease_share``
