@@ -202,6 +202,11 @@ class Registry:
         self.tasks[config.name] = task
         return task
 
+    def queues(self) -> list[str]:
+        """The queues the registered tasks declare (periodic tasks, watches and freshness
+        syncs are tasks too): ``default`` first, then in declaration order, each once."""
+        return list(dict.fromkeys(["default", *(t.config.queue for t in self.tasks.values())]))
+
     def watches(self) -> list[str]:
         """Names of the registered watches."""
         return [name for name, task in self.tasks.items() if isinstance(task, Watch)]
