@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from duly._errors import (
 )
 from duly._groups import is_group_id
 from duly._records import JobRecord, Outcome
+from duly._retry import Backoff, RetryDelay, retry_delay
 from duly._sealing import open_without_key
 from duly._secrets import scrub, secret_values
 from duly._serialization import decode, encode
@@ -33,6 +35,10 @@ if TYPE_CHECKING:
     from duly._worker.threads import ThreadRunner
 
 __all__ = ["Execution", "error_entry", "failure_outcome"]
+
+log = logging.getLogger("duly.worker")
+#: What a custom backoff that failed is replaced by (``App.task``'s default).
+DEFAULT_BACKOFF = Backoff()
 
 #: Failures kept per job (the oldest are dropped first).
 MAX_ERRORS_KEPT = 20
@@ -71,6 +77,16 @@ def _append_error(record: JobRecord, entry: dict[str, Any]) -> bytes:
     return encode(errors[-MAX_ERRORS_KEPT:])
 
 
+def _backoff_seconds(backoff: Backoff | RetryDelay, record: JobRecord, exc: BaseException) -> float:
+    """The task's backoff for this failure; a custom backoff that raises or answers nonsense
+    is logged and the default one used, so the retry the task asked for still happens."""
+    try:
+        return retry_delay(backoff, record.attempts, exc)
+    except Exception:
+        log.exception("job %s: its backoff failed; retrying with the default backoff", record.id)
+        return DEFAULT_BACKOFF.delay(record.attempts)
+
+
 def failure_outcome(
     app: App,
     task: Task[Any, Any] | None,
@@ -90,7 +106,7 @@ def failure_outcome(
         timeout_retried = config.retry_timeouts or not isinstance(exc, JobTimeout)
         retryable = timeout_retried and not isinstance(exc, _NEVER_RETRIED)
         if retryable and isinstance(exc, config.retry_on) and record.attempts < record.max_attempts:
-            run_at = now + config.backoff.delay(record.attempts)
+            run_at = now + _backoff_seconds(config.backoff, record, exc)
             return Outcome(record.id, "retry", errors=errors, run_at=run_at)
         keep = config.failed_retention
     else:
