@@ -856,9 +856,6 @@ LEFT JOIN LATERAL (
     LIMIT %(limit)s
 ) AS e ON true;
 
--- name: key_events_newest
-SELECT coalesce(max(e.id), 0) FROM {schema}.events e WHERE e.key = %(key)s;
-
 -- name: purge_groups_events
 -- In purge's transaction: groups complete for longer than their retention (with their counted
 -- members), and events beyond the newest %(keep_count)s or older than %(keep_age)s seconds by

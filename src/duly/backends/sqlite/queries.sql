@@ -487,9 +487,6 @@ WHERE id > :after ORDER BY id LIMIT :limit;
 SELECT id, job_id, task, queue, key, status, at FROM events INDEXED BY events_key
 WHERE key = :key AND id > :after ORDER BY key, id LIMIT :limit;
 
--- name: events_newest
-SELECT coalesce(max(id), 0) FROM events;
-
 -- name: key_events_newest
 SELECT coalesce(max(id), 0) FROM events INDEXED BY events_key WHERE key = :key;
 
