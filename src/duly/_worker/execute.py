@@ -8,9 +8,10 @@ import logging
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from duly._context import JobContext, _current
+from duly._context import JobContext, RunContext, _current
 from duly._errors import (
     ArgumentsMismatch,
     JobTimeout,
@@ -25,6 +26,7 @@ from duly._retry import Backoff, RetryDelay, retry_delay
 from duly._sealing import open_without_key
 from duly._secrets import scrub, secret_values
 from duly._serialization import decode, encode
+from duly._worker.around import call_around, run_around
 from duly._worker.frames import user_traceback
 
 if TYPE_CHECKING:
@@ -158,20 +160,34 @@ class Execution:
         )
         timeout = task.config.timeout
         deadline: asyncio.Timeout | None = None
+        hooks = app.hooks
+        around = (
+            RunContext(context, tuple(args), kwargs, record.headers)
+            if hooks.watching("around_run")
+            else None
+        )
         token = _current.set(context)
         try:
             if task.is_async:
                 # Awaited in this very frame (no inner Task), so a SystemExit or
                 # KeyboardInterrupt raised by the task is caught here, not by the loop.
+                if around is None:
+                    awaited = task.fn(*args, **kwargs)
+                else:
+                    awaited = run_around(hooks.arounds, around, lambda: task.fn(*args, **kwargs))
                 if timeout is None:
-                    value = await task.fn(*args, **kwargs)
+                    value = await awaited
                 else:
                     deadline = asyncio.timeout(timeout)
                     async with deadline:
-                        value = await task.fn(*args, **kwargs)
+                        value = await awaited
             else:
                 ctx = contextvars.copy_context()
-                value = await threads.run(lambda: task.fn(*args, **kwargs), ctx, timeout)
+                if around is None:
+                    call = lambda: task.fn(*args, **kwargs)  # noqa: E731
+                else:
+                    call = partial(call_around, hooks.arounds, around, task.fn)
+                value = await threads.run(call, ctx, timeout)
             outcome = task.success_outcome(
                 record, value, app.clock.now(), self._expire_at(app, task)
             )
