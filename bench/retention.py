@@ -71,8 +71,10 @@ def _stored(backend: str, url: str, namespace: str) -> tuple[int, int]:
         path = url.split("sqlite:///", 1)[1]
         with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
             jobs = db.execute("SELECT count(*) FROM jobs").fetchone()[0]
-        size = sum(os.path.getsize(path + s) for s in ("", "-wal") if os.path.exists(path + s))
-        return int(jobs), size
+            free = db.execute("PRAGMA freelist_count").fetchone()[0]
+        sizes = [os.path.getsize(path + s) if os.path.exists(path + s) else 0 for s in ("", "-wal")]
+        print(f"  sqlite file {sizes[0]:,} B, WAL {sizes[1]:,} B, {free:,} free pages", flush=True)
+        return int(jobs), sum(sizes)
     if backend == "postgres":
         import psycopg
 
