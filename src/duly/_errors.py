@@ -16,6 +16,7 @@
     ├── EventsTrimmed           events after the id a reader resumes from were trimmed
     ├── JobTimeout              (also a TimeoutError) a job ran past its ``timeout``
     ├── JobCancelled            raised in a task by ``current_job().raise_if_cancelled()``
+    ├── JobExpired              the error type of a job that expired (``expires=``) unstarted
     └── JobFailed               ``job.result()`` of a job that failed or was cancelled
 
 Control-flow exceptions raised *inside* tasks (not errors):
@@ -43,6 +44,7 @@ __all__ = [
     "DurabilityError",
     "EventsTrimmed",
     "JobCancelled",
+    "JobExpired",
     "JobFailed",
     "JobNotFound",
     "JobTimeout",
@@ -160,6 +162,10 @@ class JobTimeout(DulyError, TimeoutError):
 
 class JobCancelled(DulyError):
     """The job was cancelled while it ran: stop now (the job ends cancelled either way)."""
+
+
+class JobExpired(DulyError):
+    """The job was still waiting at its ``expires`` time: it never ran (it ended cancelled)."""
 
 
 class JobFailed(DulyError):

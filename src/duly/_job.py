@@ -27,7 +27,7 @@ else:
 
 __all__ = ["Job", "JobError", "JobInfo"]
 #: The times of a JobInfo (``to_dict`` writes them as ``datetime.isoformat`` does).
-_TIMES = ("enqueued_at", "scheduled_for", "started_at", "finished_at")
+_TIMES = ("enqueued_at", "scheduled_for", "started_at", "finished_at", "expires_at")
 
 
 def _time(value: float | None) -> datetime | None:
@@ -91,6 +91,9 @@ class JobInfo(msgspec.Struct, Generic[R], frozen=True):
     worker: str | None
     errors: list[JobError]
     lost: int
+    #: When the job, still waiting then, never starts (``expires=``): it ends cancelled with
+    #: a ``JobExpired`` error. None: no expiry.
+    expires_at: datetime | None = None
 
     @property
     def finished(self) -> bool:
@@ -149,6 +152,7 @@ class JobInfo(msgspec.Struct, Generic[R], frozen=True):
             worker=record.worker,
             errors=errors,
             lost=record.lost,
+            expires_at=_time(record.expires_at),
         )
 
 

@@ -50,6 +50,7 @@ class TaskSettings(WatchTaskSettings, total=False):
     """Keywords of ``@app.task`` (and ``@app.periodic``); see ``App.task`` for each one."""
 
     timeout: float | timedelta | None
+    expires: float | timedelta | None
     unique: str | bool | None
     unique_until: Literal["start", "finish"]
     unique_ttl: float | timedelta | None
@@ -128,6 +129,7 @@ def task_config(
         retries=settings.get("retries", 3),
         backoff=_backoff(settings.get("backoff")),
         timeout=_optional_seconds(settings.get("timeout"), "timeout"),
+        expires=_optional_seconds(settings.get("expires"), "expires"),
         retry_on=tuple(retry_on) if retry_on is not None else (Exception,),
         retention=_optional_seconds(settings.get("retention"), "retention"),
         failed_retention=_optional_seconds(settings.get("failed_retention"), "failed_retention"),

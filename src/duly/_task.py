@@ -97,6 +97,8 @@ class TaskConfig:
     limits: Limits | None = None  # unique / mutex / concurrency / rate limit (duly.limits)
     #: False: a run over ``timeout`` fails at once (a watch's timeout guard), not retried.
     retry_timeouts: bool = True
+    #: Seconds after its enqueue a job still waiting never starts (``expires=``), or None.
+    expires: float | None = None
     #: Parameters shown as ``"***"`` outside the worker (``duly._secrets``).
     secret: tuple[str, ...] = ()
     #: The positions at which those parameters may be passed (sealed there too).
@@ -113,6 +115,8 @@ class TaskConfig:
         if self.retries < 0:
             raise ConfigurationError(f"retries must be >= 0, got {self.retries}")
         check_backoff(self.backoff)
+        if self.expires is not None and not self.expires > 0:
+            raise ConfigurationError(f"expires must be > 0 seconds, got {self.expires!r}")
         if self.timeout is not None and not self.timeout > 0:
             raise ConfigurationError(f"timeout must be > 0 seconds, got {self.timeout!r}")
         for exc_type in self.retry_on:
@@ -138,6 +142,7 @@ class TaskConfig:
         queue: str | None = None,
         key: str | None = None,
         priority: int | None = None,
+        expires_at: float | None = None,
     ) -> NewJob:
         """The one place a job of this task is built: the task's defaults under the call's
         options, and the concurrency fields (unique key, gate) rendered from its arguments."""
@@ -152,8 +157,12 @@ class TaskConfig:
             priority=self.priority if priority is None else priority,
             enqueued_at=now,
             scheduled_for=scheduled_for,
+            expires_at=expires_at if expires_at is not None else self._expires_at(now),
             **fields,
         )
+
+    def _expires_at(self, now: float) -> float | None:
+        return None if self.expires is None else now + self.expires
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,10 +178,16 @@ class EnqueueOptions:
     on_commit: bool = False
     #: The job's own id (``check_job_id``), else a new ULID.
     id: str | None = None
+    #: When a job still waiting never starts: seconds after enqueue, or an aware datetime.
+    expires: float | datetime | None = None
 
     def __post_init__(self) -> None:
         if self.id is not None:
             check_job_id(self.id)
+        if isinstance(self.expires, datetime) and self.expires.tzinfo is None:
+            raise ConfigurationError("expires= must be timezone-aware (e.g. datetime.now(UTC))")
+        if isinstance(self.expires, float) and not self.expires > 0:
+            raise ConfigurationError(f"expires= must be > 0 seconds, got {self.expires!r}")
         if self.delay is not None and self.at is not None:
             raise ConfigurationError("give either delay= or at=, not both")
         if not isinstance(self.on_commit, bool):
@@ -267,7 +282,22 @@ class Signature:
             queue=opts.queue,
             key=opts.key,
             priority=opts.priority,
+            expires_at=_expires_at(opts.expires, now),
         )
+
+
+def _expires_at(expires: float | datetime | None, now: float) -> float | None:
+    if expires is None:
+        return None
+    if isinstance(expires, datetime):
+        return expires.timestamp()
+    return now + expires
+
+
+def _expires(value: float | timedelta | datetime | None) -> float | datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    return seconds(value, "expires")
 
 
 class _Enqueuer(Generic[P, R]):
@@ -310,9 +340,12 @@ class BoundTask(_Enqueuer[P, R]):
         connection: Any = None,
         on_commit: bool | None = None,
         id: str | None = None,
+        expires: float | timedelta | datetime | None = None,
     ) -> BoundTask[P, R]:
         """Further options on top of these."""
-        changes = _option_changes(delay, at, priority, key, queue, connection, on_commit, id)
+        changes = _option_changes(
+            delay, at, priority, key, queue, connection, on_commit, id, expires
+        )
         return BoundTask(self.task, replace(self._options, **changes))
 
 
@@ -325,6 +358,7 @@ def _option_changes(
     connection: Any,
     on_commit: bool | None,
     id: str | None,
+    expires: float | timedelta | datetime | None,
 ) -> dict[str, Any]:
     changes: dict[str, Any] = {
         "delay": None if delay is None else seconds(delay, "delay"),
@@ -335,6 +369,7 @@ def _option_changes(
         "connection": connection,
         "on_commit": on_commit,
         "id": id,
+        "expires": _expires(expires),
     }
     return {name: value for name, value in changes.items() if value is not None}
 
@@ -394,14 +429,19 @@ class Task(_Enqueuer[P, R]):
         connection: Any = None,
         on_commit: bool | None = None,
         id: str | None = None,
+        expires: float | timedelta | datetime | None = None,
     ) -> BoundTask[P, R]:
         """Per-call options: ``delay`` (seconds or timedelta) or ``at`` (aware datetime),
         ``priority``, ``key`` (index jobs by an entity), ``queue``, ``connection`` (PostgreSQL:
         enqueue inside the caller's transaction), ``on_commit`` (enqueue once the caller's
         transaction commits: an App that knows its framework's transactions, see
         ``duly.contrib.django``), ``id`` (the job's own id: while a job with that id is
-        retained, enqueue returns it, ``job.deduplicated``)."""
-        changes = _option_changes(delay, at, priority, key, queue, connection, on_commit, id)
+        retained, enqueue returns it, ``job.deduplicated``), ``expires`` (seconds, a timedelta
+        or an aware datetime: a job not started by then never runs, it ends ``cancelled``
+        with ``JobExpired``)."""
+        changes = _option_changes(
+            delay, at, priority, key, queue, connection, on_commit, id, expires
+        )
         return BoundTask(self, EnqueueOptions(**changes))
 
 

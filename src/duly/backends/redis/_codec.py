@@ -72,6 +72,7 @@ def record(job_id: str, flat: RawHash | dict[bytes, bytes]) -> JobRecord:
         lost=int(h.get(b"n", 0)),
         expire_at=float_or_none(h.get(b"z")),
         rate_slot=float_or_none(h.get(b"y")),
+        expires_at=float_or_none(h.get(b"X")),
     )
 
 

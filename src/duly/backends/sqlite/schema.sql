@@ -48,7 +48,9 @@ CREATE TABLE jobs (
     parked        INTEGER NOT NULL DEFAULT 0 CHECK (parked IN (0, 1)),
     rate_slot     REAL,
     -- 0004: groups
-    group_id      TEXT
+    group_id      TEXT,
+    -- 0009: expiry before start
+    expires_at    REAL
 ) WITHOUT ROWID;
 
 CREATE INDEX jobs_due ON jobs (scheduled_for) WHERE status IN ('scheduled', 'retrying');
@@ -62,6 +64,8 @@ CREATE INDEX jobs_claim ON jobs (queue, priority DESC, position, id)
     WHERE status = 'queued' AND parked = 0;
 CREATE INDEX jobs_gate ON jobs (gate) WHERE status = 'running' AND gate IS NOT NULL;
 CREATE INDEX jobs_parked ON jobs (gate, priority DESC, position, id) WHERE parked = 1;
+CREATE INDEX jobs_expiring ON jobs (queue, expires_at)
+    WHERE expires_at IS NOT NULL AND status = 'queued';
 
 -- Per-minute counters, workers, queue names (0001); rate-limit state (0002).
 CREATE TABLE stats (
