@@ -32,6 +32,7 @@ from duly._worker.frames import user_traceback
 if TYPE_CHECKING:
     from duly._app import App
     from duly._task import Task
+    from duly._worker.isolation import IsolatedPool
     from duly._worker.threads import ThreadRunner
 
 __all__ = ["Execution", "error_entry", "failure_outcome"]
@@ -130,8 +131,11 @@ class Execution:
     #: The values of its secret arguments (scrubbed out of its stored errors).
     hidden: list[str] = field(default_factory=list)
 
-    async def run(self, app: App, threads: ThreadRunner) -> tuple[Outcome, BaseException | None]:
-        """Run the job; the outcome to report and, for a failed or retried run, the error."""
+    async def run(
+        self, app: App, threads: ThreadRunner, isolation: IsolatedPool | None = None
+    ) -> tuple[Outcome, BaseException | None]:
+        """Run the job; the outcome to report and, for a failed or retried run, the error.
+        An ``isolated`` task runs in a child process of ``isolation``."""
         record = self.record
         task = app.tasks.get(record.task)
         if task is None:
@@ -142,7 +146,8 @@ class Execution:
             return failure_outcome(app, None, record, exc, app.clock.now()), exc
         try:
             payload = record.payload if app.sealer is None else app.sealer.open(record.payload)
-            args, kwargs = task.spec.decode_call(open_without_key(payload))
+            payload = open_without_key(payload)
+            args, kwargs = task.spec.decode_call(payload)
         except ArgumentsMismatch as mismatch:  # the task changed since this job was stored
             return self._failed(app, task, mismatch)
         except ValueError as decode_error:
@@ -168,6 +173,13 @@ class Execution:
         )
         token = _current.set(context)
         try:
+            if task.config.isolated and isolation is not None:
+                child = partial(isolation.run, task.fn, context, payload, timeout)
+                data = await (
+                    child() if around is None else run_around(hooks.arounds, around, child)
+                )
+                expire_at = self._expire_at(app, task)
+                return Outcome(record.id, "succeeded", result=data, expire_at=expire_at), None
             if task.is_async:
                 # Awaited in this very frame (no inner Task), so a SystemExit or
                 # KeyboardInterrupt raised by the task is caught here, not by the loop.
