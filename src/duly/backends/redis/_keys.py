@@ -211,6 +211,9 @@ class Keyspace:
     def fresh_index(self, name: str) -> str:
         return f"{self.prefix}fs:{name}"
 
+    def fresh_due(self, name: str) -> str:
+        return f"{self.prefix}fd:{name}"
+
     def rate(self, key: str) -> str:
         return f"{self.prefix}rl:{key}"
 
