@@ -103,6 +103,8 @@ def build_chain(app: AppPort, signatures: Sequence[Signature], now: float) -> li
             raise ValueError(f"{sig!r} belongs to another App")
         if sig.options.connection is not None or sig.options.on_commit:
             raise ValueError("chain: connection= and on_commit= are not supported")
+        if sig.options.id is not None:
+            raise ValueError("chain: id= is not supported (a chain names its steps)")
     ids = new_ids(len(sigs))
     jobs: list[NewJob] = []
     for position, (sig, job_id) in enumerate(zip(sigs, ids, strict=True)):
