@@ -44,8 +44,8 @@ def run_driver(
     """Run ``driver`` (Python source) with ``DULY_URL`` set; the JSON of its last output line.
     The namespace is dropped afterwards."""
     url = example_url(backend, tmp_path)
-    # This tree's src first: the duly under test, not one installed from another checkout.
-    path = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
+    # This checkout's examples and duly (not whichever duly the interpreter has installed).
+    path = os.pathsep.join([str(ROOT), str(ROOT / "src")])
     full_env = {**os.environ, "DULY_URL": url, "PYTHONPATH": path, **(env or {})}
     try:
         out = subprocess.run(
