@@ -177,7 +177,8 @@ class App(AppQueries):
         ``retries`` (default 3) with ``backoff`` (default ``Backoff(base=1, cap=300)``),
         ``retry_on`` (exception types worth retrying; default any Exception), ``timeout``
         (seconds), ``queue``, ``priority``, ``retention`` / ``failed_retention`` (how long
-        finished jobs are kept), ``name`` (default ``module.qualname``).
+        finished jobs are kept), ``name`` (default ``module.qualname``), ``retry_from_start``
+        (after a failure, run again from the start, not from the job's last ``checkpoint``).
 
         Concurrency control (templates over the parameters, e.g. ``"{team_id}:{scope}"``):
         ``unique`` (or ``True`` for all arguments): while such a job is scheduled, queued or

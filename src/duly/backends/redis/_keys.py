@@ -69,7 +69,8 @@ scheduled or ran ``again``), ``b`` started at, ``f`` finished_at, ``o`` result (
 ends ``cancelled`` ('' = none);
 concurrency control (absent for a plain job): ``u`` unique key (see below), ``U`` = ``1`` if the
 hold ends at start, ``ux`` hold expiry, ``g`` gate, ``G`` gate limit; ``gp`` the group of a
-group member. Times are Python
+group member; ``pr`` the last progress a run reported (JSON), ``cu`` its last checkpoint
+(JSON; see lua/_progress.lua). Times are Python
 ``repr(float)`` strings, so they read back exactly.
 
 Invariants every script keeps: a job is ``queued`` iff its id is in exactly one ``q:<queue>`` or
