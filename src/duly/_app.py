@@ -473,12 +473,15 @@ class App(AppQueries):
         """Async twin of ``get_group``."""
         return await load_group(self, group_id)
 
-    def events(self, since: str | None = None, key: str | None = None) -> AsyncIterator[Event]:
+    def events(
+        self, since: str | None = None, key: str | None = None, *, progress: bool = False
+    ) -> AsyncIterator[Event]:
         """Every job state change, as it happens: ``async for ev in app.events()``. ``since``
         resumes after that event id (``duly.EventsTrimmed`` if retention removed what
-        followed it); ``key`` keeps one key's jobs. See ``duly._events``."""
-        check_events_args(since, key)
-        return stream_events(self, since, key)
+        followed it); ``key`` keeps one key's jobs; ``progress=True`` adds the ``progress``
+        events of running jobs (``ev.progress``). See ``duly._events``."""
+        check_events_args(since, key, progress)
+        return stream_events(self, since, key, progress=progress)
 
     # -- maintenance -----------------------------------------------------------------------
     def migrate(self) -> list[int]:

@@ -15,6 +15,7 @@ import pytest
 
 import duly
 from duly._records import ProgressReport
+from duly.backends.events import EVENTS
 from duly.backends.progress import PROGRESS, ProgressStore
 
 pytestmark = pytest.mark.timeout(60)
@@ -263,3 +264,45 @@ def test_retry_from_start_must_be_a_bool(app: duly.App) -> None:
 
         @app.task(name="progress.bad_option", retry_from_start="yes")  # type: ignore[call-overload]
         def bad_option() -> None: ...
+
+
+async def _events(app: duly.App, since: str, progress: bool, until: str) -> list[duly.Event]:
+    """The events after ``since`` up to the ``until`` status of a job."""
+    seen: list[duly.Event] = []
+    try:
+        async for ev in app.events(since=since, key="export:1", progress=progress):
+            seen.append(ev)
+            if ev.status == until:
+                return seen
+    finally:
+        await app.aclose()
+    return seen
+
+
+def test_progress_is_an_event_only_for_readers_that_ask(
+    app: duly.App, run_burst: Callable[..., Any]
+) -> None:
+    @app.task(name="progress.evented")
+    def evented() -> None:
+        duly.current_job().set_progress(0.5, "half way")
+
+    async def head() -> str:
+        try:
+            _, cursor = await EVENTS.of(await app.backend()).read(None, "export:1", 1)
+            return cursor
+        finally:
+            await app.aclose()
+
+    since = asyncio.run(head())
+    job = evented.options(key="export:1").enqueue()
+    run_burst(app)
+    plain = asyncio.run(_events(app, since, False, "succeeded"))
+    assert [e.status for e in plain] == ["queued", "running", "succeeded"]
+    assert all(e.progress is None for e in plain)
+    with_progress = asyncio.run(_events(app, since, True, "succeeded"))
+    assert [e.status for e in with_progress] == ["queued", "running", "running", "succeeded"]
+    progress = with_progress[2].progress
+    assert with_progress[2].job_id == job.id and progress is not None
+    assert (progress.fraction, progress.message) == (0.5, "half way")
+    with pytest.raises(TypeError, match="progress"):
+        app.events(progress="yes")  # type: ignore[arg-type]
