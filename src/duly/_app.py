@@ -174,7 +174,9 @@ class App(AppQueries):
     ) -> Any:
         """Register a function (``def`` or ``async def``) as a task.
 
-        ``retries`` (default 3) with ``backoff`` (default ``Backoff(base=1, cap=300)``),
+        ``retries`` (default 3) with ``backoff`` (default ``Backoff(base=1, cap=300)``;
+        ``Backoff.constant(s)``, ``Backoff.linear(step, cap)`` or a callable ``(attempt,
+        error) -> seconds | timedelta``),
         ``retry_on`` (exception types worth retrying; default any Exception), ``timeout``
         (seconds), ``queue``, ``priority``, ``retention`` / ``failed_retention`` (how long
         finished jobs are kept), ``name`` (default ``module.qualname``), ``retry_from_start``

@@ -101,6 +101,11 @@ class NewJob:
     #: ``enqueuing``; stored inside ``payload`` once the hooks ran (``with_headers``), read back
     #: as ``JobRecord.headers``. Never an argument of the task.
     headers: dict[str, str] = field(default_factory=dict)
+    #: The ids of the jobs it waits for (PRODUCT §16, ``duly.backends.dependencies``): stored
+    #: ``scheduled`` with no due time until every one of them succeeded. Empty: none.
+    after: tuple[str, ...] = ()
+    #: A chain step: the id (one of ``after``) whose result becomes its first argument.
+    pipe_from: str | None = None
 
 
 @dataclass(slots=True)

@@ -13,7 +13,7 @@ from duly._errors import ConfigurationError, ConfigurationTypeError
 from duly._ids import new_id, new_ids
 from duly._limits import Limits, refuse_nul
 from duly._records import JobRecord, NewJob, Outcome
-from duly._retry import Backoff
+from duly._retry import Backoff, RetryDelay, check_backoff
 from duly._secrets import scrub_exception, secret_values
 from duly._serialization import CallSpec
 
@@ -72,7 +72,8 @@ class TaskConfig:
     name: str
     queue: str = "default"
     retries: int = 3
-    backoff: Backoff = DEFAULT_BACKOFF
+    #: A ``Backoff`` or a callable ``(attempt, error) -> seconds | timedelta``.
+    backoff: Backoff | RetryDelay = DEFAULT_BACKOFF
     timeout: float | None = None
     retry_on: tuple[type[BaseException], ...] = (Exception,)
     retention: float | None = None  # seconds a succeeded job is kept; None = the App's
@@ -99,8 +100,7 @@ class TaskConfig:
             raise ConfigurationTypeError(f"retries must be an int, got {self.retries!r}")
         if self.retries < 0:
             raise ConfigurationError(f"retries must be >= 0, got {self.retries}")
-        if not isinstance(self.backoff, Backoff):
-            raise ConfigurationTypeError(f"backoff must be a duly.Backoff, got {self.backoff!r}")
+        check_backoff(self.backoff)
         if self.timeout is not None and not self.timeout > 0:
             raise ConfigurationError(f"timeout must be > 0 seconds, got {self.timeout!r}")
         if not isinstance(self.retry_from_start, bool):

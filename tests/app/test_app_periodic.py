@@ -248,3 +248,18 @@ def test_scheduler_processes_one_killed_midway(
     # the ticks after the kill kept coming, up to the end
     assert [t for t in ticks if killed_at < t <= end - 1.5]
     assert ticks[-1] >= int(end) - 2
+
+
+def test_a_tick_job_shows_its_tick_as_scheduled_for(make_app: Callable[..., duly.App]) -> None:
+    clock = duly.ManualClock(start=1_800_000_000.0)
+    app = make_app(clock=clock)
+
+    @app.periodic(every=60, name="stamped")
+    def stamped() -> None:
+        pass
+
+    clock.advance(0.5)  # the scheduler sees the tick half a second after it
+    assert _lap(app) == 1
+    (info,) = app.jobs(key="periodic:stamped")
+    assert info.scheduled_for == datetime.fromtimestamp(1_800_000_000.0, UTC)
+    assert info.enqueued_at == datetime.fromtimestamp(1_800_000_000.5, UTC)

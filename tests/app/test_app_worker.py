@@ -163,3 +163,24 @@ def test_a_job_failing_during_a_graceful_stop_is_reported(
     assert (info.status, info.attempts) == ("failed", 1)
     assert reported == [job.id]
     assert (worker.stats.failed, worker.stats.lost) == (1, 0)
+
+
+def test_a_starting_worker_recovers_orphans_before_its_first_claim(
+    app: duly.App, run_burst
+) -> None:
+    """PRODUCT §17, seed 002: the job a dead worker left running (its lease lapsed) runs
+    before a newer queued job, because a fresh worker recovers before it claims (issue 31.5)."""
+    from services import claim_as
+
+    ran: list[str] = []
+
+    @app.task(name="t.in_order", retries=0)
+    def in_order(name: str) -> None:
+        ran.append(name)
+
+    orphan = in_order.enqueue("orphan")
+    claim_as(app, orphan.id, "dead-worker", lease=-1)
+    newer = in_order.enqueue("newer")
+    run_burst(app, concurrency=1)
+    assert ran == ["orphan", "newer"]
+    assert [info_of(app, j.id).status for j in (orphan, newer)] == ["succeeded"] * 2

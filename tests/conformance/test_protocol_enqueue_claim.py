@@ -280,3 +280,15 @@ async def test_enqueue_blocking_stores_like_enqueue(
     assert await status(backend, jobs[0].id) == "queued"
     assert await status(backend, jobs[1].id) == "scheduled"
     assert await claim_ids(backend, limit=5) == [jobs[0].id]
+
+
+async def test_a_due_time_before_the_enqueue_is_stored(backend: Backend) -> None:
+    """A periodic tick is enqueued just after its time: every backend keeps that time as
+    ``scheduled_for`` (queued at once, not scheduled), through its claim and its finish."""
+    tick = new_job(at=T0 + 0.4, delay=-0.4)
+    await enqueue(backend, tick)
+    record = await job(backend, tick.id)
+    assert (record.status, record.scheduled_for) == ("queued", approx(T0))
+    (claimed,) = await backend.claim(W1, [DEFAULT_QUEUE], 1, T0 + 1, T0 + 1 + LEASE)
+    assert claimed.scheduled_for == approx(T0)
+    assert (await job(backend, tick.id)).scheduled_for == approx(T0)

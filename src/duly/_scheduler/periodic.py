@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from duly._errors import BackendUnavailable
@@ -95,8 +94,3 @@ class Scheduler:
             id=tick_job_id(schedule.task, tick),
             key=schedule.key,
         )
-
-
-def every_seconds(every: float | timedelta) -> float:
-    """``every`` as seconds."""
-    return every.total_seconds() if isinstance(every, timedelta) else float(every)

@@ -148,9 +148,10 @@ class Maintenance:
 
     async def maintenance_loop(self) -> None:
         """Promote due jobs often, recover orphans every ``lease / 4``, purge every
-        ``purge_interval`` (sooner while a backlog is left)."""
+        ``purge_interval`` (sooner while a backlog is left). The first recovery is the
+        worker's own, before its first claim (``Worker.run``), so this loop's comes later."""
         recover_every = max(self.lease / 4, 0.5)
-        next_recover = 0.0
+        next_recover = time.monotonic() + recover_every
         purge_every = self.retention.purge_interval
         next_purge = time.monotonic() + random.uniform(0, purge_every)
         while True:

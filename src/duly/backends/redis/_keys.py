@@ -39,6 +39,8 @@ key                     type    content
                                 retention (s), ``k`` key, ``cb`` = 1 with a callback, ``done``
                                 completed_at; EXPIRE ``ret`` once complete
 ``gs:<id>``             set     member ids whose outcome the group counted (once each)
+``da:<id>``             set     ids of the jobs that wait (or waited) for job ``<id>``
+                                (``after=``); deleted with the job (purge)
 ``format``              string  the storage format of the namespace's data (format.py); absent
                                 with data = format 1 (duly 0.1.0 recorded none)
 ``wake`` (channel)      pubsub  a queue name is published when a job may be claimable in it
@@ -69,8 +71,12 @@ scheduled or ran ``again``), ``b`` started at, ``f`` finished_at, ``o`` result (
 ends ``cancelled`` ('' = none);
 concurrency control (absent for a plain job): ``u`` unique key (see below), ``U`` = ``1`` if the
 hold ends at start, ``ux`` hold expiry, ``g`` gate, ``G`` gate limit; ``gp`` the group of a
-group member; ``pr`` the last progress a run reported (JSON), ``cu`` its last checkpoint
-(JSON; see lua/_progress.lua). Times are Python
+group member; dependencies (lua/_dependencies.lua): ``dh`` = ``1`` on a job others wait for,
+and on a dependent ``aw`` its dependencies not succeeded yet, ``ap`` the one whose result is
+its chain input, ``ai`` that input, ``ab`` the dependency that cancelled it, ``ar`` seconds it
+is kept once so cancelled (a waiting dependent is ``scheduled`` with no ``d``); ``pr`` the last
+progress a run reported (JSON), ``cu`` its last checkpoint (JSON; see lua/_progress.lua).
+Times are Python
 ``repr(float)`` strings, so they read back exactly.
 
 Invariants every script keeps: a job is ``queued`` iff its id is in exactly one ``q:<queue>`` or

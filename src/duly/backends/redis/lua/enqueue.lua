@@ -18,7 +18,8 @@
 -- A job with scheduled_for > enqueued_at becomes `scheduled` (in `due`, scored by
 -- scheduled_for); any other becomes `queued` (in its ready zset). Each job joins `all` and, with
 -- a key, its key index. One PUBLISH per queue that got a ready job wakes idle workers. The
--- priority field `r` is only stored when it is not 0, `m` when not DEFAULT_MAX_ATTEMPTS.
+-- priority field `r` is only stored when it is not 0, `m` when not DEFAULT_MAX_ATTEMPTS, `d`
+-- when scheduled_for is not enqueued_at (a scheduled job, or a periodic tick enqueued after it).
 -- A unique key held by an active job (keys.py, "Unique holds"; expiry compared with this job's
 -- enqueued_at) deduplicates the job; else the job takes the key (u[key] = id, job fields u, U,
 -- ux), so a later duplicate in the same batch resolves to it. A gate is just stored (g, G):
@@ -97,7 +98,10 @@ while h <= #ARGV do
   if max_attempts ~= DEFAULT_MAX_ATTEMPTS then
     fields[#fields + 1], fields[#fields + 2] = 'm', max_attempts
   end
-  if scheduled then fields[#fields + 1], fields[#fields + 2] = 'd', scheduled_for end
+  -- A due time other than the enqueue's (a periodic tick, enqueued just after it) is kept too.
+  if scheduled or tonumber(scheduled_for) ~= at then
+    fields[#fields + 1], fields[#fields + 2] = 'd', scheduled_for
+  end
   if priority ~= '0' then fields[#fields + 1], fields[#fields + 2] = 'r', priority end
   if key ~= '' then fields[#fields + 1], fields[#fields + 2] = 'k', key end
   local batch = nil
