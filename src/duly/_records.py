@@ -59,9 +59,10 @@ FINISHED_STATUSES: Final[frozenset[str]] = frozenset({"succeeded", "failed", "ca
 OutcomeKind = Literal["succeeded", "failed", "retry", "release", "again"]
 UniqueUntil = Literal["start", "finish"]
 
-#: Sorts after every job id (ULIDs: 26 characters of ``0-9A-Z``) in any collation: the
-#: ``before`` of a listing's first page.
-ID_CEILING: Final = "Z" * 32
+#: Sorts after every job id (ULIDs: 26 characters of ``0-9A-Z``; ids given with
+#: ``options(id=)``: ``A-Za-z0-9_.:-``) in a bytewise collation: the ``before`` of a listing's
+#: first page.
+ID_CEILING: Final = "~" * 32
 
 #: How long per-minute counters and the records of workers that vanished are kept by default
 #: (``App(stats_retention=)``; ``Backend.purge``'s ``keep``), in seconds.
