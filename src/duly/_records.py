@@ -34,6 +34,7 @@ __all__ = [
     "Recovered",
     "StatRow",
     "StorageFormat",
+    "StoredGroup",
     "UniqueUntil",
     "WebhookRecord",
     "WorkerRecord",
@@ -294,11 +295,24 @@ class NewGroup:
     #: Seconds the group is kept once complete (its members follow their own retention).
     retention: float
     callback: NewJob | None = None
+    #: The caller's id of the group (``app.group(id=...)``), or None: while a group of this
+    #: name is stored, storing another stores nothing and answers the stored one.
+    name: str | None = None
+
+
+@dataclass(slots=True)
+class StoredGroup:
+    """What ``GroupStore.store`` did: the stored group's ``id`` and its members' job ids, in
+    order; ``deduplicated`` when a group of the same name was stored already (these are its)."""
+
+    id: str
+    members: list[str]
+    deduplicated: bool = False
 
 
 @dataclass(slots=True)
 class GroupRecord:
-    """A stored group: its members' outcomes, counted once per member."""
+    """A stored group: each member's current outcome, counted once per member."""
 
     id: str
     key: str | None
@@ -307,10 +321,15 @@ class GroupRecord:
     succeeded: int
     failed: int
     cancelled: int
-    #: When the last member's outcome was recorded (the caller's clock), else None.
+    #: When the last member's outcome was recorded (the caller's clock), else None: None
+    #: again while a member retried after it runs.
     completed_at: float | None
     #: Whether the group has an ``on_complete`` job (its id is the group's id).
     has_callback: bool
+    #: When every member first had an outcome: the callback was queued then, and only then.
+    first_completed_at: float | None = None
+    #: The caller's id of the group (``NewGroup.name``), or None.
+    name: str | None = None
 
 
 @dataclass(slots=True)

@@ -466,12 +466,24 @@ UPDATE jobs SET group_id = :group WHERE id IN (SELECT value FROM json_each(:ids)
 UPDATE jobs SET scheduled_for = NULL, position = enqueued_at WHERE id = :group;
 
 -- name: insert_group
-INSERT INTO groups (id, key, created_at, total, pending, retention, has_callback)
-VALUES (:id, :key, :created_at, :total, :total, :retention, :has_callback);
+-- :members is the JSON list of the member ids for a named group, else NULL (0007).
+INSERT INTO groups (id, key, created_at, total, pending, retention, has_callback, name, members)
+VALUES (:id, :key, :created_at, :total, :total, :retention, :has_callback, :name, :members);
+
+-- name: group_named
+-- enqueue_group, before storing anything: the stored group of this name, with its members.
+SELECT id, members FROM groups WHERE name = :name;
 
 -- name: get_group
-SELECT id, key, created_at, total, succeeded, failed, cancelled, completed_at, has_callback
-FROM groups WHERE id = :id;
+-- By id, or by name (a name never has the form of a generated id: duly._groups refuses it).
+SELECT id, key, created_at, total, succeeded, failed, cancelled, completed_at, has_callback,
+       first_completed_at, name
+FROM groups WHERE id = :id
+UNION ALL
+SELECT id, key, created_at, total, succeeded, failed, cancelled, completed_at, has_callback,
+       first_completed_at, name
+FROM groups WHERE name = :id
+LIMIT 1;
 
 -- name: events_head
 SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0);
