@@ -12,7 +12,7 @@ import msgspec
 from duly._errors import JobFailed
 from duly._progress import Progress, decode_progress
 from duly._records import FINISHED_STATUSES, JobRecord, JobStatus
-from duly._serialization import decode, decode_payload
+from duly._serialization import decode, decode_payload, payload_links
 
 if TYPE_CHECKING:
     from typing_extensions import TypeVar as DefaultingTypeVar
@@ -93,6 +93,9 @@ class JobInfo(msgspec.Struct, Generic[R], frozen=True):
     worker: str | None
     errors: list[JobError]
     lost: int
+    #: The ids of the jobs it waits (or waited) for (``options(after=...)``, a chain's
+    #: previous step); empty for most jobs.
+    after: list[str] = []
     progress: Progress | None = None
 
     @property
@@ -152,6 +155,7 @@ class JobInfo(msgspec.Struct, Generic[R], frozen=True):
             worker=record.worker,
             errors=errors,
             lost=record.lost,
+            after=payload_links(record.payload).after,
             progress=decode_progress(record.progress),
         )
 
