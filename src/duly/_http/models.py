@@ -14,6 +14,7 @@ from typing import Any, Literal
 import msgspec
 
 from duly._job import JobInfo
+from duly._progress import Progress
 
 __all__ = [
     "ErrorBody",
@@ -254,7 +255,8 @@ class ScopeForgotten(msgspec.Struct):
 
 
 class EventOut(msgspec.Struct):
-    """One job state change (the ``data`` of an SSE ``job`` event)."""
+    """One job state change (the ``data`` of an SSE ``job`` event), or a running job's
+    progress (an SSE ``progress`` event: ``progress`` set, ``status`` running)."""
 
     id: str
     job_id: str
@@ -263,6 +265,7 @@ class EventOut(msgspec.Struct):
     key: str | None
     status: str
     at: datetime
+    progress: Progress | None = None
 
 
 class HookAccepted(msgspec.Struct):
