@@ -126,7 +126,7 @@ RETURNING id, task, queue, payload, status, attempts, max_attempts, key, priorit
           CAST(started_at AS REAL) AS started_at, CAST(finished_at AS REAL) AS finished_at,
           result, errors, worker, CAST(lease_until AS REAL) AS lease_until, lost,
           CAST(expire_at AS REAL) AS expire_at, CAST(rate_slot AS REAL) AS rate_slot,
-          position, gate;
+          progress, cursor, position, gate;
 
 -- name: claim_candidates
 -- claim's fast path: the first :limit ready jobs of one queue in claim order (jobs_claim index),
@@ -135,7 +135,7 @@ RETURNING id, task, queue, payload, status, attempts, max_attempts, key, priorit
 -- rule for a job that lost a worker before applied in Python); else it runs claim instead.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot, gate,
+       lease_until, lost, expire_at, rate_slot, progress, cursor, gate,
        (SELECT data_version FROM pragma_data_version) AS data_version
 FROM jobs INDEXED BY jobs_claim
 WHERE status = 'queued' AND parked = 0 AND queue = :queue
@@ -384,14 +384,14 @@ DELETE FROM rate_limits WHERE tat <= :now;
 -- name: get_job
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot
+       lease_until, lost, expire_at, rate_slot, progress, cursor
 FROM jobs WHERE id = :id;
 
 -- name: list_jobs_by_key
 -- One key's jobs, newest first, through the jobs_key index only.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot
+       lease_until, lost, expire_at, rate_slot, progress, cursor
 FROM jobs INDEXED BY jobs_key
 WHERE key = :key
   AND id < :before
@@ -405,7 +405,7 @@ LIMIT :limit;
 -- One state's jobs, newest first, through the jobs_status index.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot
+       lease_until, lost, expire_at, rate_slot, progress, cursor
 FROM jobs INDEXED BY jobs_status
 WHERE status = :status
   AND id < :before
@@ -418,7 +418,7 @@ LIMIT :limit;
 -- Any state: walks the primary key newest first, filtering as it goes.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot
+       lease_until, lost, expire_at, rate_slot, progress, cursor
 FROM jobs
 WHERE id < :before
   AND (:task IS NULL OR task = :task)
@@ -466,12 +466,24 @@ UPDATE jobs SET group_id = :group WHERE id IN (SELECT value FROM json_each(:ids)
 UPDATE jobs SET scheduled_for = NULL, position = enqueued_at WHERE id = :group;
 
 -- name: insert_group
-INSERT INTO groups (id, key, created_at, total, pending, retention, has_callback)
-VALUES (:id, :key, :created_at, :total, :total, :retention, :has_callback);
+-- :members is the JSON list of the member ids for a named group, else NULL (0007).
+INSERT INTO groups (id, key, created_at, total, pending, retention, has_callback, name, members)
+VALUES (:id, :key, :created_at, :total, :total, :retention, :has_callback, :name, :members);
+
+-- name: group_named
+-- enqueue_group, before storing anything: the stored group of this name, with its members.
+SELECT id, members FROM groups WHERE name = :name;
 
 -- name: get_group
-SELECT id, key, created_at, total, succeeded, failed, cancelled, completed_at, has_callback
-FROM groups WHERE id = :id;
+-- By id, or by name (a name never has the form of a generated id: duly._groups refuses it).
+SELECT id, key, created_at, total, succeeded, failed, cancelled, completed_at, has_callback,
+       first_completed_at, name
+FROM groups WHERE id = :id
+UNION ALL
+SELECT id, key, created_at, total, succeeded, failed, cancelled, completed_at, has_callback,
+       first_completed_at, name
+FROM groups WHERE name = :id
+LIMIT 1;
 
 -- name: events_head
 SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0);
@@ -480,11 +492,11 @@ SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0);
 SELECT upto FROM event_trim;
 
 -- name: events_after
-SELECT id, job_id, task, queue, key, status, at FROM events
+SELECT id, job_id, task, queue, key, status, at, progress FROM events
 WHERE id > :after ORDER BY id LIMIT :limit;
 
 -- name: key_events_after
-SELECT id, job_id, task, queue, key, status, at FROM events INDEXED BY events_key
+SELECT id, job_id, task, queue, key, status, at, progress FROM events INDEXED BY events_key
 WHERE key = :key AND id > :after ORDER BY key, id LIMIT :limit;
 
 -- name: key_events_newest
@@ -531,3 +543,72 @@ FROM webhooks WHERE digest = :digest;
 
 -- name: delete_webhook
 DELETE FROM webhooks WHERE digest = :digest;
+
+-- Dependencies (duly.backends.dependencies, migrations/0011_dependencies.sql: the triggers
+-- release and cancel dependents; these store them and read).
+
+-- name: dependency_links
+INSERT INTO job_after (after_id, job_id)
+SELECT DISTINCT value, :id FROM json_each(:after) WHERE true
+ON CONFLICT (after_id, job_id) DO NOTHING;
+
+-- name: dependency_wait
+-- A dependent's row: its dependencies not succeeded yet, its chain input if that dependency
+-- already succeeded, and the first dependency already failed or cancelled (else NULL).
+INSERT INTO job_waits (job_id, waiting, pipe_from, input, failed_by, retention)
+SELECT :id,
+       (SELECT count(*) FROM job_after a JOIN jobs d ON d.id = a.after_id
+        WHERE a.job_id = :id AND d.status <> 'succeeded'),
+       :pipe_from,
+       (SELECT d.result FROM jobs d WHERE d.id = :pipe_from AND d.status = 'succeeded'),
+       (SELECT d.id FROM job_after a JOIN jobs d ON d.id = a.after_id
+        WHERE a.job_id = :id AND d.status IN ('failed', 'cancelled') ORDER BY d.id LIMIT 1),
+       :retention
+RETURNING waiting, failed_by;
+
+-- name: dependency_hold
+-- A new dependent that waits: no due time (it was inserted `scheduled`, so its event says so).
+UPDATE jobs SET scheduled_for = NULL WHERE id = :id;
+
+-- name: dependency_ready
+-- A new dependent whose dependencies all succeeded already: queued at once.
+UPDATE jobs SET status = 'queued', scheduled_for = enqueued_at, position = enqueued_at
+WHERE id = :id;
+
+-- name: dependency_cancel
+-- A new dependent whose dependency :cause already failed or was cancelled: cancelled at once,
+-- as jobs_dependency_failed does (releasable by that dependency's later success).
+UPDATE jobs
+SET status = 'cancelled', finished_at = :now, unique_key = NULL, expire_at = :now + :retention,
+    scheduled_for = NULL,
+    errors = CAST(json_array(json_object(
+        'type', 'DependencyFailed',
+        'message', (SELECT 'dependency ' || d.id || ' (' || d.task || ') '
+                           || iif(d.status = 'failed', 'failed', 'was cancelled')
+                    FROM jobs d WHERE d.id = :cause),
+        'traceback', '', 'at', :now, 'attempt', 0)) AS BLOB)
+WHERE id = :id;
+
+-- name: dependents
+SELECT job_id FROM job_after WHERE after_id = :id ORDER BY job_id;
+
+-- name: dependency_input
+SELECT input FROM job_waits WHERE job_id = :id;
+
+
+-- Progress and checkpoints (0012_progress.sql, duly.backends.progress).
+
+-- name: progress_event
+-- A `progress` event for a new progress of a job still running under :worker (before
+-- store_progress, in the heartbeat's transaction): status 'running', the progress carried.
+INSERT INTO events (job_id, task, queue, key, status, at, progress)
+SELECT id, task, queue, key, status, (julianday('now') - 2440587.5) * 86400.0, :progress
+FROM jobs
+WHERE id = :id AND status = 'running' AND worker = :worker AND :progress IS NOT NULL;
+
+-- name: store_progress
+-- A run's latest progress and checkpoint on its job, if still running under :worker; a NULL
+-- leaves that value as stored.
+UPDATE jobs
+SET progress = coalesce(:progress, progress), cursor = coalesce(:cursor, cursor)
+WHERE id = :id AND status = 'running' AND worker = :worker;
