@@ -198,3 +198,24 @@ CREATE TABLE webhooks (
     delay      REAL    NOT NULL,
     created_at REAL    NOT NULL
 );
+
+-- Runtime schedules and skipped ticks (0010).
+CREATE TABLE schedules (
+    name       TEXT    PRIMARY KEY,
+    task       TEXT    NOT NULL,
+    queue      TEXT    NOT NULL,
+    payload    BLOB    NOT NULL,
+    priority   INTEGER NOT NULL,
+    every      REAL,
+    cron       TEXT,
+    tz         TEXT    NOT NULL,
+    catch_up   TEXT    NOT NULL,
+    overlap    TEXT    NOT NULL,
+    updated_at REAL    NOT NULL
+);
+
+CREATE TABLE skipped_ticks (
+    key       TEXT    PRIMARY KEY,
+    count     INTEGER NOT NULL,
+    last_tick REAL    NOT NULL
+);
