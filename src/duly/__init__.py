@@ -56,6 +56,7 @@ from duly._records import (
 )
 from duly._registry import TaskSettings
 from duly._retry import Backoff
+from duly._schedules import ScheduleInfo
 from duly._task import Signature, Task
 from duly._transactions import Transactions
 from duly._webhooks import Webhook
@@ -103,6 +104,7 @@ __all__ = [
     "PayloadTooLarge",
     "QueueStats",
     "Retry",
+    "ScheduleInfo",
     "SerializationError",
     "Signature",
     "StatRow",

@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from datetime import UTC, datetime
 
 import pytest
 from contract import T0, BackendFactory
 
+import duly
+from duly._scheduler import Scheduler
 from duly.backends.base import Backend
 from duly.backends.schedules import SCHEDULES, ScheduleRecord, SkippedTicks
 
 pytestmark = pytest.mark.timeout(30)
+
+
+def _utc(at: float) -> datetime:
+    return datetime.fromtimestamp(at, UTC)
 
 
 def record(name: str, **fields: object) -> ScheduleRecord:
@@ -117,3 +124,90 @@ async def test_concurrent_puts_of_one_name_leave_one_whole_record(
     finally:
         for other in others:
             await other.close()
+
+
+async def _three_apps(make_backend: BackendFactory, clock: duly.ManualClock) -> list[duly.App]:
+    apps = [duly.App(backend=make_backend(), clock=clock) for _ in range(3)]
+    for app in apps:
+
+        @app.task(name="t.report")
+        def report(kind: str) -> str:
+            return kind
+
+    return apps
+
+
+async def _laps(apps: list[duly.App], schedulers: list[Scheduler]) -> list[int]:
+    backends = [await app.backend() for app in apps]
+    return list(
+        await asyncio.gather(*(s.run_once(b) for s, b in zip(schedulers, backends, strict=True)))
+    )
+
+
+@pytest.mark.parametrize("overlap", ["queue", "skip"])
+async def test_three_schedulers_tick_a_stored_schedule_once(
+    backend: Backend, make_backend: BackendFactory, overlap: str
+) -> None:
+    """Three Apps (own backend instances) race on every tick of one stored schedule: one job
+    per tick (``overlap="queue"``: no worker runs, so every tick is stored), or, with
+    ``overlap="skip"``, the first tick's job still waiting, every later tick skipped and
+    counted once. Every stored job has its tick as ``scheduled_for``."""
+    clock = duly.ManualClock(start=T0 + 0.25)
+    apps = await _three_apps(make_backend, clock)
+    try:
+        task = apps[0].tasks["t.report"]
+        await apps[0].schedule_async("nightly", task.s(kind="daily"), every=1, overlap=overlap)  # type: ignore[arg-type]
+        schedulers = [Scheduler(app) for app in apps]
+        stored = []
+        for _ in range(5):
+            stored.append(sum(await _laps(apps, schedulers)))
+            clock.advance(1)
+        jobs = await apps[1].jobs_async(key="schedule:nightly", limit=100)
+        assert all(j.task == "t.report" and j.kwargs == {"kind": "daily"} for j in jobs)
+        ticks = sorted(j.scheduled_for.timestamp() for j in jobs if j.scheduled_for)
+        (info,) = await apps[2].schedules_async()
+        if overlap == "queue":
+            assert stored == [1, 1, 1, 1, 1]
+            assert ticks == [T0 + i for i in range(5)]
+            assert info.skipped == 0
+        else:
+            assert stored == [1, 0, 0, 0, 0]
+            assert ticks == [T0]
+            assert (info.skipped, info.last_skipped_tick) == (4, _utc(T0 + 4))
+            assert sum(s.skipped for s in schedulers) == 4  # each tick counted by one of them
+        assert (info.kind, info.last_tick, info.key) == (
+            "stored",
+            _utc(ticks[-1]),
+            "schedule:nightly",
+        )
+    finally:
+        for app in apps:
+            await app.aclose()
+
+
+async def test_a_changed_schedule_ticks_the_new_call_and_a_removed_one_stops(
+    backend: Backend, make_backend: BackendFactory
+) -> None:
+    clock = duly.ManualClock(start=T0 + 0.25)
+    apps = await _three_apps(make_backend, clock)
+    try:
+        task = apps[0].tasks["t.report"]
+        schedulers = [Scheduler(app) for app in apps]
+        await apps[0].schedule_async("r", task.s(kind="a"), every=60, overlap="queue")
+        assert sum(await _laps(apps, schedulers)) == 1
+        # changed by another App: the next tick is every 1 s and enqueues the new arguments
+        await apps[1].schedule_async(
+            "r", apps[1].tasks["t.report"].s(kind="b"), every=1, overlap="queue"
+        )
+        clock.advance(1)
+        assert sum(await _laps(apps, schedulers)) == 1
+        newest = (await apps[2].jobs_async(key="schedule:r", limit=1))[0]
+        assert newest.kwargs == {"kind": "b"}
+        assert await apps[2].unschedule_async("r") is True
+        clock.advance(1)
+        assert sum(await _laps(apps, schedulers)) == 0
+        assert await apps[0].unschedule_async("r") is False
+        assert await apps[0].schedules_async() == []
+    finally:
+        for app in apps:
+            await app.aclose()

@@ -17,14 +17,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol
+from typing import Final, Protocol
 
 from duly.backends.capability import Capability
 
-__all__ = ["SCHEDULES", "Overlap", "ScheduleRecord", "ScheduleStore", "SkippedTicks"]
-
-#: What a tick does while its schedule's previous job still waits or runs.
-Overlap = Literal["skip", "queue"]
+__all__ = ["SCHEDULES", "ScheduleRecord", "ScheduleStore", "SkippedTicks"]
 
 
 @dataclass(frozen=True, slots=True)

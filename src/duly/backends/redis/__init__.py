@@ -10,8 +10,8 @@ The seams: ``_migrate`` (storage format, checked and upgraded at ``open``), ``_e
 ``_claim``, ``_finish`` (heartbeat and outcomes), ``_recover``, ``_operator`` (cancel, retry),
 ``_lookups``, ``_workers``, ``_maintenance`` (purge), ``_concurrency`` (rate slots), ``_wake``
 (waiting), ``_codec`` (replies to records); one module per capability: ``_freshness``,
-``_groups``, ``_events``, ``_webhooks``, ``_schedules``, ``_handoff``. Transport and layout: ``_clients``,
-``_topology``, ``_durable``, ``_keys``, ``_scripts`` (the Lua and its includes).
+``_groups``, ``_events``, ``_webhooks``, ``_schedules``, ``_handoff``. Transport and layout:
+``_clients``, ``_topology``, ``_durable``, ``_keys``, ``_scripts`` (the Lua and its includes).
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ This module is the facade: each method hands over to its seam, a module of funct
 retry, drop), ``_lookups``, ``_workers``, ``_maintenance`` (promote, purge, stats rows),
 ``_concurrency`` (unique holds, gates, rate slots), ``_wake`` (what ``wait_for_work`` waits
 for), ``_migrate`` and ``_rows``; each capability is an object over the same connection
-(``_freshness``, ``_groups``, ``_events``, ``_webhooks``, ``_schedules``). SQL lives in ``queries.sql`` (named
-queries) and ``migrations/`` (applied by ``migrate()``; ``schema.sql`` shows the result).
+(``_freshness``, ``_groups``, ``_events``, ``_webhooks``, ``_schedules``). SQL lives in
+``queries.sql`` (named queries) and ``migrations/`` (applied by ``migrate()``; ``schema.sql``
+shows the result).
 """
 
 from __future__ import annotations
