@@ -18,7 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from duly._app import App, FailureCallback
 from duly._clock import Clock, ManualClock, SystemClock
-from duly._context import JobContext, current_job
+from duly._context import JobContext, RunContext, current_job
 from duly._errors import (
     ArgumentsMismatch,
     BackendUnavailable,
@@ -104,6 +104,7 @@ __all__ = [
     "PayloadTooLarge",
     "QueueStats",
     "Retry",
+    "RunContext",
     "ScheduleInfo",
     "SerializationError",
     "Signature",

@@ -173,7 +173,9 @@ class App(AppQueries):
     ) -> Any:
         """Register a function (``def`` or ``async def``) as a task.
 
-        ``retries`` (default 3) with ``backoff`` (default ``Backoff(base=1, cap=300)``),
+        ``retries`` (default 3) with ``backoff`` (default ``Backoff(base=1, cap=300)``;
+        ``Backoff.constant(s)``, ``Backoff.linear(step, cap)`` or a callable ``(attempt,
+        error) -> seconds | timedelta``),
         ``retry_on`` (exception types worth retrying; default any Exception), ``timeout``
         (seconds), ``queue``, ``priority``, ``retention`` / ``failed_retention`` (how long
         finished jobs are kept), ``name`` (default ``module.qualname``).
@@ -446,13 +448,16 @@ class App(AppQueries):
         *,
         on_complete: Signature | None = None,
         key: str | None = None,
+        id: str | None = None,
     ) -> Group:
         """Enqueue ``signatures`` as one group, atomically; ``on_complete`` (a signature) is
-        enqueued exactly once when every member has an outcome (succeeded, failed for good, or
-        cancelled), and sees ``duly.current_job().group``. ``key`` (default: the group's id)
-        is given to every member and the callback without one of their own, so
-        ``app.jobs(key=...)`` and ``app.events(key=...)`` follow the group."""
-        group, members = prepare_group(self, signatures, on_complete, key)
+        enqueued exactly once when every member first has an outcome (succeeded, failed for
+        good, or cancelled), and sees ``duly.current_job().group``. ``key`` (default: the
+        group's id) is given to every member and the callback without one of their own, so
+        ``app.jobs(key=...)`` and ``app.events(key=...)`` follow the group. ``id`` (letters,
+        digits, ``._:@-``; up to 200) makes it idempotent: while a group of that id is
+        stored, this stores nothing and returns it (``g.deduplicated``)."""
+        group, members = prepare_group(self, signatures, on_complete, key, id)
         return self.run_sync(store_group(self, group, members))
 
     async def group_async(
@@ -461,13 +466,15 @@ class App(AppQueries):
         *,
         on_complete: Signature | None = None,
         key: str | None = None,
+        id: str | None = None,
     ) -> Group:
         """Async twin of ``group``."""
-        group, members = prepare_group(self, signatures, on_complete, key)
+        group, members = prepare_group(self, signatures, on_complete, key, id)
         return await store_group(self, group, members)
 
     def get_group(self, group_id: str) -> GroupInfo | None:
-        """The group with this id, or None (unknown, or removed by retention)."""
+        """The group with this id (its ``id=`` or its generated id), or None (unknown, or
+        removed by retention)."""
         return self.run_sync(self.get_group_async(group_id))
 
     async def get_group_async(self, group_id: str) -> GroupInfo | None:

@@ -168,7 +168,8 @@ def apply_request(
     """One request on a scope, as every backend applies it to the scope's row read under its
     lock (``row`` None: no row yet; ``jitter`` the row's): the row afterwards (``enqueued``
     when this request stores a sync), the jitter it keeps, and the sync job to store (its
-    priority raised by ``sync_priority``, its payload the delta one for a delta sync)."""
+    priority raised by ``sync_priority``, its payload the delta one for a delta sync, without
+    unique hold or gate)."""
     if row is None:
         row = ScopeState(r.name, r.scope, r.max_staleness)
     ls, failures = row.last_success, row.failures
@@ -193,10 +194,17 @@ def apply_request(
     kept = r.jitter if jitter is None else jitter
     if not want:
         return after, kept, None
+    # Stored as the scope's one active sync: the scope's row is its one-at-a-time guard, so
+    # no unique hold or gate may leave it out (the row would name a job never stored) or park
+    # it (issue 31.6c; the app refuses unique/mutex/concurrency settings on a freshness).
     job = replace(
         r.job,
         priority=sync_priority(r.job.priority, r.reason, now, ls, r.max_staleness),
         payload=r.job.payload if want == "full" else r.delta_payload,
+        unique_key=None,
+        unique_expires_at=None,
+        gate=None,
+        gate_limit=0,
     )
     after.job_id, after.requested_by, after.enqueued = job.id, r.reason, True
     return after, r.jitter, job

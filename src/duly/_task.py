@@ -13,7 +13,7 @@ from duly._errors import ConfigurationError, ConfigurationTypeError
 from duly._ids import new_id, new_ids
 from duly._limits import Limits, refuse_nul
 from duly._records import JobRecord, NewJob, Outcome
-from duly._retry import Backoff
+from duly._retry import Backoff, RetryDelay, check_backoff
 from duly._secrets import scrub_exception, secret_values
 from duly._serialization import CallSpec
 
@@ -29,6 +29,8 @@ R = TypeVar("R")
 PRIORITY_RANGE = range(-1000, 1001)
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
 _MAX_KEY_LENGTH = 512
+#: A caller-chosen job id (``options(id=...)``): what URLs, keys and listings carry as is.
+_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}")
 DEFAULT_BACKOFF = Backoff(base=1.0, cap=300.0)
 
 
@@ -56,6 +58,19 @@ def check_queue(queue: str) -> str:
     return queue
 
 
+def check_job_id(job_id: str) -> str:
+    """Validate a caller-chosen job id: 1-128 letters, digits, ``_ . : -`` (a letter or digit
+    first)."""
+    if not isinstance(job_id, str):
+        raise ConfigurationTypeError(f"id= must be a str, got {job_id!r}")
+    if not _JOB_ID.fullmatch(job_id):
+        raise ConfigurationError(
+            f"invalid job id {job_id!r}: use 1-128 letters, digits, '_', '.', ':' or '-', "
+            "starting with a letter or a digit"
+        )
+    return job_id
+
+
 def check_priority(priority: int) -> int:
     """Validate a priority (an int from -1000 to 1000; higher runs first)."""
     if isinstance(priority, bool) or not isinstance(priority, int):
@@ -72,7 +87,8 @@ class TaskConfig:
     name: str
     queue: str = "default"
     retries: int = 3
-    backoff: Backoff = DEFAULT_BACKOFF
+    #: A ``Backoff`` or a callable ``(attempt, error) -> seconds | timedelta``.
+    backoff: Backoff | RetryDelay = DEFAULT_BACKOFF
     timeout: float | None = None
     retry_on: tuple[type[BaseException], ...] = (Exception,)
     retention: float | None = None  # seconds a succeeded job is kept; None = the App's
@@ -96,8 +112,7 @@ class TaskConfig:
             raise ConfigurationTypeError(f"retries must be an int, got {self.retries!r}")
         if self.retries < 0:
             raise ConfigurationError(f"retries must be >= 0, got {self.retries}")
-        if not isinstance(self.backoff, Backoff):
-            raise ConfigurationTypeError(f"backoff must be a duly.Backoff, got {self.backoff!r}")
+        check_backoff(self.backoff)
         if self.timeout is not None and not self.timeout > 0:
             raise ConfigurationError(f"timeout must be > 0 seconds, got {self.timeout!r}")
         for exc_type in self.retry_on:
@@ -152,8 +167,12 @@ class EnqueueOptions:
     queue: str | None = None
     connection: Any = None
     on_commit: bool = False
+    #: The job's own id (``check_job_id``), else a new ULID.
+    id: str | None = None
 
     def __post_init__(self) -> None:
+        if self.id is not None:
+            check_job_id(self.id)
         if self.delay is not None and self.at is not None:
             raise ConfigurationError("give either delay= or at=, not both")
         if not isinstance(self.on_commit, bool):
@@ -221,6 +240,13 @@ class Signature:
     def _build(self, now: float, id: str | None) -> NewJob:
         task, opts = self.task, self.options
         config = task.config
+        if opts.id is not None:
+            if task.name in task.app.registry.schedules:
+                raise ConfigurationError(
+                    f"{task.name} is periodic: the ids of its jobs hold its ticks, so it "
+                    "takes no id="
+                )
+            id = opts.id
         payload = task.spec.encode_call(self.args, self.kwargs, task.app.max_payload_bytes)
         sealer = task.app.sealer
         if config.secret and sealer is not None:
@@ -283,9 +309,10 @@ class BoundTask(_Enqueuer[P, R]):
         queue: str | None = None,
         connection: Any = None,
         on_commit: bool | None = None,
+        id: str | None = None,
     ) -> BoundTask[P, R]:
         """Further options on top of these."""
-        changes = _option_changes(delay, at, priority, key, queue, connection, on_commit)
+        changes = _option_changes(delay, at, priority, key, queue, connection, on_commit, id)
         return BoundTask(self.task, replace(self._options, **changes))
 
 
@@ -297,6 +324,7 @@ def _option_changes(
     queue: str | None,
     connection: Any,
     on_commit: bool | None,
+    id: str | None,
 ) -> dict[str, Any]:
     changes: dict[str, Any] = {
         "delay": None if delay is None else seconds(delay, "delay"),
@@ -306,6 +334,7 @@ def _option_changes(
         "queue": queue,
         "connection": connection,
         "on_commit": on_commit,
+        "id": id,
     }
     return {name: value for name, value in changes.items() if value is not None}
 
@@ -364,13 +393,15 @@ class Task(_Enqueuer[P, R]):
         queue: str | None = None,
         connection: Any = None,
         on_commit: bool | None = None,
+        id: str | None = None,
     ) -> BoundTask[P, R]:
         """Per-call options: ``delay`` (seconds or timedelta) or ``at`` (aware datetime),
         ``priority``, ``key`` (index jobs by an entity), ``queue``, ``connection`` (PostgreSQL:
         enqueue inside the caller's transaction), ``on_commit`` (enqueue once the caller's
         transaction commits: an App that knows its framework's transactions, see
-        ``duly.contrib.django``)."""
-        changes = _option_changes(delay, at, priority, key, queue, connection, on_commit)
+        ``duly.contrib.django``), ``id`` (the job's own id: while a job with that id is
+        retained, enqueue returns it, ``job.deduplicated``)."""
+        changes = _option_changes(delay, at, priority, key, queue, connection, on_commit, id)
         return BoundTask(self, EnqueueOptions(**changes))
 
 

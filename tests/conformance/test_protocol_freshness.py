@@ -345,3 +345,22 @@ async def test_one_scope_is_read_as_the_listing_reads_it(backend: Backend) -> No
     assert one is not None and one.failures == 1 and one.job_id is None and one.last_error
     assert await backend.freshness.scope("other", "team:7") is None
     assert await backend.freshness.scope(NAME, "team:9") is None
+
+
+async def test_a_sync_job_is_stored_without_unique_hold_or_gate(backend: Backend) -> None:
+    """The scope's row is the one-at-a-time guard of its sync: a unique hold would let another
+    job's hold leave the sync out (the row naming a job never stored), a gate would park it.
+    Every backend stores it without either, whatever the request's job carries (issue 31.6c:
+    SQLite kept them, PostgreSQL and Redis did not)."""
+    r = request("s", now=T0)
+    r.job.unique_key, r.job.gate, r.job.gate_limit = "u:s", "g:s", 1
+    [state] = await backend.freshness.sync([r], T0)
+    assert state.enqueued and state.job_id == r.job.id
+    assert await claim_ids(backend, now=T0) == [r.job.id]  # running, holding nothing
+    held = new_job(at=T0)
+    held.unique_key = "u:s"
+    gated = new_job(at=T0)
+    gated.gate, gated.gate_limit = "g:s", 1
+    results = await backend.enqueue([held, gated])
+    assert [(x.id, x.deduplicated) for x in results] == [(held.id, False), (gated.id, False)]
+    assert sorted(await claim_ids(backend, limit=5, now=T0)) == sorted([held.id, gated.id])

@@ -132,9 +132,11 @@ def worker(app_path: str | None, app_option: str | None, url: str | None, **valu
     app_path = _app_path(app_path, app_option)
     options = WorkerOptions.from_params(values)
     _configure_logging(options.log_level, options.log_format.lower())
-    queue_list = [q.strip() for q in options.queues.split(",") if q.strip()]
-    if not queue_list:
-        fail("--queues needs at least one queue name", 2)
+    queue_list = None  # the app's queues (Worker's default)
+    if options.queues is not None:
+        queue_list = [q.strip() for q in options.queues.split(",") if q.strip()]
+        if not queue_list:
+            fail("--queues needs at least one queue name", 2)
     processes = resolve_processes(options.processes, options.burst)
     app = load_app(app_path, url)  # also before a supervisor: a typo fails now, once
     metrics_port = options.metrics_port

@@ -33,11 +33,11 @@ def _option(default: Any, *decls: str, **click_kwargs: Any) -> Any:
 class WorkerOptions:
     """``duly worker``'s options (the first declaration of each is its long name)."""
 
-    queues: str = _option(
-        "default",
+    queues: str | None = _option(
+        None,
         "--queues",
         "-q",
-        show_default=True,
+        show_default="every queue the app's tasks declare, 'default' first",
         help="Comma-separated queues, tried in order (earlier first); 'a:3,b:1' weighs them "
         "instead (each claim tries them in a random order drawn by weight: no queue starves).",
     )

@@ -14,7 +14,6 @@ import msgspec
 
 from duly._http.models import (
     EventOut,
-    FreshnessOut,
     GroupOut,
     ScopeOut,
     WatchOut,
@@ -119,8 +118,3 @@ def event_out(event: Event) -> EventOut:
         status=event.status,
         at=event.at,
     )
-
-
-def freshness_out(name: str, task: str, stale: int) -> FreshnessOut:
-    """The API's view of a freshness mirror."""
-    return FreshnessOut(name=name, task=task, stale=stale)

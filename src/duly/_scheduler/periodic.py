@@ -31,7 +31,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from duly._errors import BackendUnavailable, ConfigurationError
@@ -204,8 +204,3 @@ class Scheduler:
                 job, unique_key=schedule.key, unique_until="finish", unique_expires_at=None
             )
         return job
-
-
-def every_seconds(every: float | timedelta) -> float:
-    """``every`` as seconds."""
-    return every.total_seconds() if isinstance(every, timedelta) else float(every)

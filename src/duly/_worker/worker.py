@@ -92,12 +92,14 @@ def _parse_queues(specs: Sequence[str]) -> tuple[list[str], list[float] | None]:
 class Worker:
     """Runs an App's jobs. ``await Worker(app).run()``; ``stop()`` from anywhere to end it.
 
-    ``queues`` are tried in order (earlier first), or, written ``"name:weight"``, in a weighted
-    random order drawn for each claim, so every queue gets its share and none starves (see
-    ``docs/guide.md``, "Priorities and queues"); ``concurrency`` jobs run at once; ``lease``
-    is how long a job may go without a heartbeat before another process recovers it (>= 2 s);
-    ``grace`` is how long a graceful stop waits for running jobs; ``burst`` stops the worker
-    once no job is queued, due or running here (jobs due later are left for later);
+    ``queues`` (default: every queue the app's tasks declare, ``default`` first: see
+    ``Registry.queues``) are tried in order (earlier first), or, written ``"name:weight"``, in
+    a weighted random order drawn for each claim, so every queue gets its share and none
+    starves (see ``docs/guide.md``, "Priorities and queues"); ``concurrency`` jobs run at
+    once; ``lease`` is how long a job may go without a heartbeat before another process
+    recovers it (>= 2 s); ``grace`` is how long a graceful stop waits for running jobs;
+    ``burst`` stops the worker once no job is queued, due or running here (jobs due later
+    are left for later);
     ``scheduler`` runs the periodic tasks' scheduler in this worker (the default);
     ``connect_timeout`` (seconds; default: forever) bounds how long ``run()`` retries an
     unreachable backend at start before raising ``BackendUnavailable``; ``lease_share``
@@ -128,7 +130,7 @@ class Worker:
         if grace < 0 or poll <= 0:
             raise ConfigurationError("grace must be >= 0 and poll > 0")
         self.app = app
-        self.queues, self._weights = _parse_queues(queues or ["default"])
+        self.queues, self._weights = _parse_queues(queues or app.registry.queues())
         self.concurrency = concurrency
         self.lease = float(lease)
         self.grace = float(grace)

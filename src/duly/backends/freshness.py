@@ -22,8 +22,10 @@ class FreshnessStore(Protocol):
         """Apply each request to its scope's row in one atomic step per request, all in one
         round trip: create the row if missing, store the request's policy, decide by
         ``_freshness_state.decide`` and, if a sync is due, store ``job`` (its payload the
-        ``delta_payload`` for a delta; its priority ``sync_priority``) as the scope's one active
-        sync. A baseline request whose ``next_due`` has come moves it to ``next_baseline(now)``.
+        ``delta_payload`` for a delta; its priority ``sync_priority``; no unique hold, no gate,
+        whatever ``job`` carries: the row is the scope's one-at-a-time guard) as the scope's one
+        active sync. A baseline request whose ``next_due`` has come moves it to
+        ``next_baseline(now)``.
         Returns each scope's row afterwards, ``enqueued`` set when this call stored the job.
 
         When a scope's sync job ends, the backend's finish / recover / cancel step updates the

@@ -6,7 +6,6 @@ the rule SQLite applies too), stores the sync jobs due (the enqueue plan) and th
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,9 +69,7 @@ async def _sync(
         rows[key], last[key] = (after, jitter), r
         states.append(after)
         if job is not None:
-            # A sync job is stored as the scope's one active job: no unique hold or gate
-            # could leave it out or park it (as migration 0004's fresh_request stored it).
-            jobs.append(dataclasses.replace(job, unique_key=None, gate=None, gate_limit=0))
+            jobs.append(job)
     if jobs:
         await run_plan_async(conn, db.q, enqueue_plan(jobs, db.channel, fresh=False))
     stored = [rows[key][0] for key in last]

@@ -1,22 +1,22 @@
-"""Freshness (PRODUCT §7) in SQLite: the request transaction, and the update of a scope when
-its sync job ends, run inside the finish / recover / cancel transactions (``ended``)."""
+"""Freshness (PRODUCT §7) in SQLite: the request transaction (each request decided by
+``duly._freshness_state.apply_request``, the rule PostgreSQL applies too, on the row read under
+the write lock), and the update of a scope when its sync job ends, run inside the finish /
+recover / cancel transactions (``ended``)."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 from typing import Any, Final
 
 from duly._freshness_state import (
     NEVER,
     FreshnessRequest,
     ScopeState,
+    apply_request,
     backoff,
-    decide,
     next_baseline,
-    sync_priority,
 )
 from duly.backends._sql import load_queries
 from duly.backends.sqlite._connection import SqliteConnection
@@ -41,50 +41,32 @@ def sync_tx(
 
 
 def _apply(conn: sqlite3.Connection, r: FreshnessRequest, now: float) -> ScopeState:
+    """One request, by the rule every backend applies (``apply_request``), on the scope's row
+    read under the transaction's write lock."""
     key = {"name": r.name, "scope": r.scope}
     row = conn.execute(QUERIES["fresh_read"], key).fetchone()
-    ls, la, nf, le, nd, rb, job_id, jitter = row if row is not None else (None,) * 8
-    nf = nf or 0
-    if nd is None:
-        nd = next_baseline(now, r.offset, r.full_every)
-    want = decide(r.reason, r.active, now, ls, r.max_staleness, nf, nd, job_id is not None)
-    if r.reason == "baseline" and nd <= now:
-        nd = next_baseline(now, r.offset, r.full_every)
-    enqueued = False
-    if want:
-        job = replace(
-            r.job,
-            priority=sync_priority(r.job.priority, r.reason, now, ls, r.max_staleness),
-            payload=r.job.payload if want == "full" else r.delta_payload,
-        )
+    state, jitter = None, None
+    if row is not None:
+        ls, la, nf, le, nd, rb, job_id, jitter = row
+        state = ScopeState(r.name, r.scope, r.max_staleness, ls, la, nf, le, nd, rb, job_id)
+    after, jitter, job = apply_request(r, now, state, jitter)
+    if job is not None:
         enqueue_tx([job])(conn)
-        job_id, rb, jitter, enqueued = job.id, r.reason, r.jitter, True
+    ls = after.last_success
     params: dict[str, Any] = {
         **key,
         "max_staleness": r.max_staleness,
         "full_every": r.full_every,
         "max_backoff": r.max_backoff,
         "offset": r.offset,
-        "jitter": r.jitter if jitter is None else jitter,
-        "next_due": nd,
-        "requested_by": rb,
-        "job_id": job_id,
+        "jitter": jitter,
+        "next_due": after.next_due,
+        "requested_by": after.requested_by,
+        "job_id": after.job_id,
         "stale_at": NEVER if ls is None else ls + r.max_staleness,
     }
     conn.execute(QUERIES["fresh_write"], params)
-    return ScopeState(
-        name=r.name,
-        scope=r.scope,
-        max_staleness=r.max_staleness,
-        last_success=ls,
-        last_attempt=la,
-        failures=nf,
-        last_error=le,
-        next_due=nd,
-        requested_by=rb,
-        job_id=job_id,
-        enqueued=enqueued,
-    )
+    return after
 
 
 def _last_error(errors: str | None) -> str | None:
