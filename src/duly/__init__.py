@@ -23,6 +23,7 @@ from duly._errors import (
     ArgumentsMismatch,
     BackendUnavailable,
     ConfigurationError,
+    DependencyFailed,
     DulyError,
     DurabilityError,
     EventsTrimmed,
@@ -61,6 +62,7 @@ from duly._task import Signature, Task
 from duly._transactions import Transactions
 from duly._webhooks import Webhook
 from duly._worker import Worker
+from duly._workflows import Workflow, WorkflowInfo
 from duly.backends import Backend, backend_from_url
 
 try:
@@ -77,6 +79,7 @@ __all__ = [
     "Backoff",
     "Clock",
     "ConfigurationError",
+    "DependencyFailed",
     "DulyError",
     "DurabilityError",
     "EnqueueResult",
@@ -119,6 +122,8 @@ __all__ = [
     "Webhook",
     "Worker",
     "WorkerRecord",
+    "Workflow",
+    "WorkflowInfo",
     "__version__",
     "backend_from_url",
     "current_job",

@@ -30,6 +30,15 @@ from duly._task import Signature, Task, build_all, seconds
 from duly._transactions import Transactions
 from duly._watch import WatchConfig
 from duly._webhooks import Webhook, create_webhook, revoke_webhook
+from duly._workflows import (
+    Workflow,
+    WorkflowInfo,
+    enqueue_dependents,
+    has_dependents,
+    load_workflow,
+    prepare_chain,
+    store_chain,
+)
 from duly.backends import DEFAULT_URL, Backend, backend_from_url
 from duly.backends.transactional import TRANSACTIONAL, TransactionalEnqueue
 
@@ -383,6 +392,8 @@ class App(AppQueries):
             if hasattr(connection, "__aenter__"):
                 raise TypeError("an async connection needs enqueue_async / enqueue_many_async")
             results = backend.enqueue(connection, built)
+        elif has_dependents(built):
+            results = self.run_sync(enqueue_dependents(self, built))
         else:
             results = self._template.enqueue_blocking(built)
         if self.hooks.watching("enqueued"):
@@ -429,6 +440,8 @@ class App(AppQueries):
         """Store jobs already built (``NewJob``), without hooks: the seam of the feature
         modules that build their own jobs (webhooks). Application code calls
         ``enqueue_many``."""
+        if has_dependents(built):
+            return await enqueue_dependents(self, built)
         backend = await self.backend()
         return list(await backend.enqueue(built))
 
@@ -480,6 +493,26 @@ class App(AppQueries):
     async def get_group_async(self, group_id: str) -> GroupInfo | None:
         """Async twin of ``get_group``."""
         return await load_group(self, group_id)
+
+    # -- chains (duly._workflows) -----------------------------------------------------------
+    def chain(self, *signatures: Signature) -> Workflow:
+        """Enqueue ``signatures`` as steps that run one after the other, atomically: each step
+        waits for the previous one to succeed and, made with ``task.s``, takes its result as
+        its first argument (``task.si``: it does not). A step that fails for good cancels the
+        ones after it (``DependencyFailed``); retrying it resumes the chain."""
+        return self.run_sync(store_chain(self, prepare_chain(self, signatures)))
+
+    async def chain_async(self, *signatures: Signature) -> Workflow:
+        """Async twin of ``chain``."""
+        return await store_chain(self, prepare_chain(self, signatures))
+
+    def get_workflow(self, workflow_id: str) -> WorkflowInfo | None:
+        """The workflow (a chain) with this id, or None (unknown, or removed by retention)."""
+        return self.run_sync(self.get_workflow_async(workflow_id))
+
+    async def get_workflow_async(self, workflow_id: str) -> WorkflowInfo | None:
+        """Async twin of ``get_workflow``."""
+        return await load_workflow(self, workflow_id)
 
     def events(self, since: str | None = None, key: str | None = None) -> AsyncIterator[Event]:
         """Every job state change, as it happens: ``async for ev in app.events()``. ``since``

@@ -28,6 +28,7 @@ from duly._secrets import scrub, secret_values
 from duly._serialization import decode, encode
 from duly._worker.around import call_around, run_around
 from duly._worker.frames import user_traceback
+from duly._workflows import piped_payload
 
 if TYPE_CHECKING:
     from duly._app import App
@@ -142,7 +143,8 @@ class Execution:
             return failure_outcome(app, None, record, exc, app.clock.now()), exc
         try:
             payload = record.payload if app.sealer is None else app.sealer.open(record.payload)
-            args, kwargs = task.spec.decode_call(open_without_key(payload))
+            payload = await piped_payload(app, record, open_without_key(payload))
+            args, kwargs = task.spec.decode_call(payload)
         except ArgumentsMismatch as mismatch:  # the task changed since this job was stored
             return self._failed(app, task, mismatch)
         except ValueError as decode_error:
