@@ -27,6 +27,7 @@ from duly._errors import (
     DulyError,
     DurabilityError,
     EventsTrimmed,
+    Interrupted,
     JobCancelled,
     JobFailed,
     JobNotFound,
@@ -44,6 +45,7 @@ from duly._freshness import Freshness, Mirror, fingerprint
 from duly._groups import Group, GroupInfo
 from duly._hooks import Hook
 from duly._job import Job, JobInfo
+from duly._progress import Progress
 from duly._records import (
     STATUSES,
     EnqueueResult,
@@ -90,6 +92,7 @@ __all__ = [
     "Group",
     "GroupInfo",
     "Hook",
+    "Interrupted",
     "Job",
     "JobCancelled",
     "JobContext",
@@ -105,6 +108,7 @@ __all__ = [
     "Outcome",
     "PayloadError",
     "PayloadTooLarge",
+    "Progress",
     "QueueStats",
     "Retry",
     "RunContext",

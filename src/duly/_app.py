@@ -187,7 +187,8 @@ class App(AppQueries):
         error) -> seconds | timedelta``),
         ``retry_on`` (exception types worth retrying; default any Exception), ``timeout``
         (seconds), ``queue``, ``priority``, ``retention`` / ``failed_retention`` (how long
-        finished jobs are kept), ``name`` (default ``module.qualname``).
+        finished jobs are kept), ``name`` (default ``module.qualname``), ``retry_from_start``
+        (after a failure, run again from the start, not from the job's last ``checkpoint``).
 
         Concurrency control (templates over the parameters, e.g. ``"{team_id}:{scope}"``):
         ``unique`` (or ``True`` for all arguments): while such a job is scheduled, queued or
@@ -514,12 +515,15 @@ class App(AppQueries):
         """Async twin of ``get_workflow``."""
         return await load_workflow(self, workflow_id)
 
-    def events(self, since: str | None = None, key: str | None = None) -> AsyncIterator[Event]:
+    def events(
+        self, since: str | None = None, key: str | None = None, *, progress: bool = False
+    ) -> AsyncIterator[Event]:
         """Every job state change, as it happens: ``async for ev in app.events()``. ``since``
         resumes after that event id (``duly.EventsTrimmed`` if retention removed what
-        followed it); ``key`` keeps one key's jobs. See ``duly._events``."""
-        check_events_args(since, key)
-        return stream_events(self, since, key)
+        followed it); ``key`` keeps one key's jobs; ``progress=True`` adds the ``progress``
+        events of running jobs (``ev.progress``). See ``duly._events``."""
+        check_events_args(since, key, progress)
+        return stream_events(self, since, key, progress=progress)
 
     # -- maintenance -----------------------------------------------------------------------
     def migrate(self) -> list[int]:

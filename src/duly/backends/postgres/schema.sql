@@ -52,7 +52,9 @@ CREATE TABLE {schema}.jobs (
     gate_limit        integer,
     parked            boolean          NOT NULL DEFAULT false,
     rate_slot         double precision,
-    group_id          text COLLATE "C"
+    group_id          text COLLATE "C",
+    progress          bytea,
+    cursor            bytea
 );
 -- One partial index per hot path, holding only the rows that path can act on.
 CREATE INDEX jobs_ready ON {schema}.jobs (queue, parked, priority DESC, position, id)
@@ -168,7 +170,8 @@ CREATE TABLE {schema}.events (
     queue  text COLLATE "C" NOT NULL,
     key    text COLLATE "C",
     status text COLLATE "C" NOT NULL,
-    at     double precision NOT NULL DEFAULT extract(epoch FROM clock_timestamp())
+    at     double precision NOT NULL DEFAULT extract(epoch FROM clock_timestamp()),
+    progress bytea
 );
 CREATE INDEX events_key ON {schema}.events (key, id) WHERE key IS NOT NULL;
 

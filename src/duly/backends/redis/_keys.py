@@ -82,7 +82,9 @@ hold ends at start, ``ux`` hold expiry, ``g`` gate, ``G`` gate limit; ``gp`` the
 group member; dependencies (lua/_dependencies.lua): ``dh`` = ``1`` on a job others wait for,
 and on a dependent ``aw`` its dependencies not succeeded yet, ``ap`` the one whose result is
 its chain input, ``ai`` that input, ``ab`` the dependency that cancelled it, ``ar`` seconds it
-is kept once so cancelled (a waiting dependent is ``scheduled`` with no ``d``). Times are Python
+is kept once so cancelled (a waiting dependent is ``scheduled`` with no ``d``); ``pr`` the last
+progress a run reported (JSON), ``cu`` its last checkpoint (JSON; see lua/_progress.lua).
+Times are Python
 ``repr(float)`` strings, so they read back exactly.
 
 Invariants every script keeps: a job is ``queued`` iff its id is in exactly one ``q:<queue>`` or
@@ -228,6 +230,9 @@ class Keyspace:
 
     def fresh_index(self, name: str) -> str:
         return f"{self.prefix}fs:{name}"
+
+    def fresh_due(self, name: str) -> str:
+        return f"{self.prefix}fd:{name}"
 
     def rate(self, key: str) -> str:
         return f"{self.prefix}rl:{key}"
