@@ -28,11 +28,13 @@ __all__ = [
     "NewJob",
     "Outcome",
     "OutcomeKind",
+    "ProgressReport",
     "QueueStats",
     "RateRequest",
     "Recovered",
     "StatRow",
     "StorageFormat",
+    "StoredGroup",
     "UniqueUntil",
     "WebhookRecord",
     "WorkerRecord",
@@ -58,9 +60,10 @@ FINISHED_STATUSES: Final[frozenset[str]] = frozenset({"succeeded", "failed", "ca
 OutcomeKind = Literal["succeeded", "failed", "retry", "release", "again"]
 UniqueUntil = Literal["start", "finish"]
 
-#: Sorts after every job id (ULIDs: 26 characters of ``0-9A-Z``) in any collation: the
-#: ``before`` of a listing's first page.
-ID_CEILING: Final = "Z" * 32
+#: Sorts after every job id (ULIDs: 26 characters of ``0-9A-Z``; ids given with
+#: ``options(id=)``: ``A-Za-z0-9_.:-``) in a bytewise collation: the ``before`` of a listing's
+#: first page.
+ID_CEILING: Final = "~" * 32
 
 #: How long per-minute counters and the records of workers that vanished are kept by default
 #: (``App(stats_retention=)``; ``Backend.purge``'s ``keep``), in seconds.
@@ -143,6 +146,11 @@ class JobRecord:
     #: The start time of a rate-limit slot this job already holds (set by a ``release`` that
     #: deferred it to that slot); the worker runs it without taking another slot.
     rate_slot: float | None = None
+    #: The run's last reported progress: JSON ``{"fraction", "message", "at"}`` (see
+    #: ``duly.backends.progress``); None until a run reports one.
+    progress: bytes | None = None
+    #: The last checkpoint a run stored (JSON), None if none: what the next run resumes from.
+    cursor: bytes | None = None
 
     @property
     def headers(self) -> dict[str, str]:
@@ -175,6 +183,17 @@ class Outcome:
     run_at: float | None = None
     expire_at: float | None = None
     rate_slot: float | None = None
+
+
+@dataclass(slots=True)
+class ProgressReport:
+    """What a run reported since the last write (``duly.backends.progress``): its latest
+    ``progress`` (JSON ``{"fraction", "message", "at"}``) and its latest checkpoint ``cursor``
+    (JSON; ``b"null"`` clears it); None leaves that value as stored."""
+
+    job_id: str
+    progress: bytes | None = None
+    cursor: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -276,11 +295,24 @@ class NewGroup:
     #: Seconds the group is kept once complete (its members follow their own retention).
     retention: float
     callback: NewJob | None = None
+    #: The caller's id of the group (``app.group(id=...)``), or None: while a group of this
+    #: name is stored, storing another stores nothing and answers the stored one.
+    name: str | None = None
+
+
+@dataclass(slots=True)
+class StoredGroup:
+    """What ``GroupStore.store`` did: the stored group's ``id`` and its members' job ids, in
+    order; ``deduplicated`` when a group of the same name was stored already (these are its)."""
+
+    id: str
+    members: list[str]
+    deduplicated: bool = False
 
 
 @dataclass(slots=True)
 class GroupRecord:
-    """A stored group: its members' outcomes, counted once per member."""
+    """A stored group: each member's current outcome, counted once per member."""
 
     id: str
     key: str | None
@@ -289,10 +321,15 @@ class GroupRecord:
     succeeded: int
     failed: int
     cancelled: int
-    #: When the last member's outcome was recorded (the caller's clock), else None.
+    #: When the last member's outcome was recorded (the caller's clock), else None: None
+    #: again while a member retried after it runs.
     completed_at: float | None
     #: Whether the group has an ``on_complete`` job (its id is the group's id).
     has_callback: bool
+    #: When every member first had an outcome: the callback was queued then, and only then.
+    first_completed_at: float | None = None
+    #: The caller's id of the group (``NewGroup.name``), or None.
+    name: str | None = None
 
 
 @dataclass(slots=True)
@@ -307,6 +344,9 @@ class EventRecord:
     key: str | None
     status: str
     at: float
+    #: A ``progress`` event's progress (JSON, as ``JobRecord.progress``); None for a change of
+    #: status (see ``duly.backends.progress``).
+    progress: bytes | None = None
 
 
 @dataclass(slots=True)

@@ -3,6 +3,7 @@ every backend."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
@@ -67,3 +68,63 @@ def test_a_backoff_that_fails_falls_back_to_the_default(
     assert retrying.scheduled_for is not None
     assert clock.now() <= retrying.scheduled_for.timestamp() <= clock.now() + 1  # Backoff()
     assert "its backoff failed" in caplog.text
+
+
+# -- options(id=) ------------------------------------------------------------------------------
+
+
+def test_an_own_id_comes_back_while_its_job_is_retained(app: duly.App, run_burst) -> None:
+    @app.task(name="t.invoice")
+    def invoice(n: int) -> int:
+        return n * 2
+
+    job = invoice.options(id="invoice-42").enqueue(21)
+    assert (job.id, job.deduplicated) == ("invoice-42", False)
+    again = invoice.options(id="invoice-42").enqueue(99)
+    assert (again.id, again.deduplicated) == ("invoice-42", True)
+    many = app.enqueue_many(
+        [invoice.options(id="invoice-42").s(1), invoice.options(id="invoice-43").s(2)]
+    )
+    assert [(j.id, j.deduplicated) for j in many] == [("invoice-42", True), ("invoice-43", False)]
+    run_burst(app)
+    assert info_of(app, "invoice-42").result == 42  # the first enqueue's arguments
+    done = invoice.options(id="invoice-42").enqueue(7)  # finished but retained: still that job
+    assert done.deduplicated and info_of(app, "invoice-42").status == "succeeded"
+    assert {i.id for i in app.jobs(task=invoice.name)} == {"invoice-42", "invoice-43"}
+
+
+def test_many_threads_enqueueing_one_own_id_store_one_job(app: duly.App) -> None:
+    @app.task(name="t.invoice")
+    def invoice(n: int) -> None:
+        pass
+
+    start = threading.Barrier(10)
+    jobs: list[duly.Job] = []
+    lock = threading.Lock()
+
+    def burst() -> None:
+        start.wait(10)
+        for n in range(10):
+            job = invoice.options(id="invoice-7").enqueue(n)
+            with lock:
+                jobs.append(job)
+
+    threads = [threading.Thread(target=burst) for _ in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(jobs) == 100 and {j.id for j in jobs} == {"invoice-7"}
+    assert sum(not j.deduplicated for j in jobs) == 1
+    assert len(app.jobs(task=invoice.name, limit=1000)) == 1
+
+
+@pytest.mark.parametrize("bad", ["", "a b", "ab\n", "x" * 129, "-leading", "a/b", "naïve"])
+def test_an_invalid_own_id_is_refused_before_anything_is_stored(app: duly.App, bad: str) -> None:
+    @app.task(name="t.invoice")
+    def invoice() -> None:
+        pass
+
+    with pytest.raises(duly.ConfigurationError):
+        invoice.options(id=bad).enqueue()
+    assert app.jobs(task=invoice.name) == []
