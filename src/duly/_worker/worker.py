@@ -152,7 +152,7 @@ class Worker:
         self._recycling = None if max_jobs is None and max_memory is None else recycling
         #: Why this worker retired (``max_jobs`` / ``max_memory``), or None.
         self.retired: str | None = None
-        self.scheduler = Scheduler(app) if scheduler and app.schedules else None
+        self.scheduler = Scheduler(app) if scheduler else None  # stored schedules too
         self.install_signal_handlers = install_signal_handlers
         self.id = name or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-6:]}"
         self.stats = WorkerStats()
