@@ -15,7 +15,7 @@ import duly
 
 ITEMS = 400
 
-PROGRESS_TASKS = f'''
+PROGRESS_TASKS = '''
 """A resumable job of the end-to-end tests (written by tests/e2e/test_e2e_progress.py)."""
 
 import os
@@ -32,13 +32,13 @@ def resumable(items):
     job = duly.current_job()
     start = job.cursor or 0
     with open(os.path.join(MARKS, "starts"), "a") as marks:
-        marks.write(f"{{start}} {{os.getpid()}}\\n")
+        marks.write(f"{start} {os.getpid()}\\n")
     for i in range(start, items):
         if job.stopping:
             raise duly.Interrupted()
         time.sleep(0.01)  # one item of work
         job.checkpoint(i + 1)
-        job.set_progress((i + 1) / items, f"{{i + 1}} of {{items}}")
+        job.set_progress((i + 1) / items, f"{i + 1} of {items}")
     return items
 '''
 
