@@ -31,6 +31,7 @@ __all__ = [
     "PeriodicOut",
     "QueueList",
     "QueueOut",
+    "ScopeForgotten",
     "ScopeList",
     "ScopeOut",
     "ScopeRefreshed",
@@ -244,6 +245,13 @@ class ScopeRefreshed(msgspec.Struct):
     """The scope after a refresh was requested (``scope.job``: its sync)."""
 
     scope: ScopeOut
+
+
+class ScopeForgotten(msgspec.Struct):
+    """What forgetting a scope did (``forgotten`` False: it was not known)."""
+
+    scope: str
+    forgotten: bool
 
 
 class EventOut(msgspec.Struct):

@@ -1039,3 +1039,38 @@ SELECT count(*) FROM evented;
 SELECT pg_notify(left('duly_ev_' || %(schema_name)s, 63), '')
 WHERE (SELECT w.last_value FROM {schema}.events_waited_until w)
       > extract(epoch FROM clock_timestamp()) * 1000;
+
+-- Runtime schedules and skipped ticks (0014_schedules.sql).
+
+-- name: put_schedule
+-- An upsert: the row of that name replaced whole. Returns whether it is new (xmax = 0: the
+-- row was inserted, not updated).
+INSERT INTO {schema}.schedules (name, task, queue, payload, priority, every, cron, tz,
+                                catch_up, overlap, updated_at)
+VALUES (%(name)s, %(task)s, %(queue)s, %(payload)s, %(priority)s, %(every)s, %(cron)s,
+        %(tz)s, %(catch_up)s, %(overlap)s, %(updated_at)s)
+ON CONFLICT (name) DO UPDATE SET
+    task = excluded.task, queue = excluded.queue, payload = excluded.payload,
+    priority = excluded.priority, every = excluded.every, cron = excluded.cron,
+    tz = excluded.tz, catch_up = excluded.catch_up, overlap = excluded.overlap,
+    updated_at = excluded.updated_at
+RETURNING (xmax = 0) AS inserted;
+
+-- name: delete_schedule
+DELETE FROM {schema}.schedules WHERE name = %(name)s
+RETURNING 1;
+
+-- name: all_schedules
+SELECT name, task, queue, payload, priority, every, cron, tz, catch_up, overlap, updated_at
+FROM {schema}.schedules ORDER BY name;
+
+-- name: skip_tick
+-- Counted once per tick: a tick no later than the one recorded changes nothing (no row).
+INSERT INTO {schema}.skipped_ticks AS s (key, count, last_tick)
+VALUES (%(key)s, 1, %(tick)s)
+ON CONFLICT (key) DO UPDATE SET count = s.count + 1, last_tick = excluded.last_tick
+WHERE s.last_tick < excluded.last_tick
+RETURNING 1;
+
+-- name: skipped_ticks
+SELECT key, count, last_tick FROM {schema}.skipped_ticks;
