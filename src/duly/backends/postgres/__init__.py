@@ -62,6 +62,7 @@ from duly.backends.postgres._groups import PostgresGroups
 from duly.backends.postgres._migrate import Schema
 from duly.backends.postgres._transactional import PostgresTransactional
 from duly.backends.postgres._wake import Listener
+from duly.backends.postgres._watches import PostgresWatches
 from duly.backends.postgres._webhooks import PostgresWebhooks
 
 __all__ = ["PostgresBackend"]
@@ -96,6 +97,7 @@ class PostgresBackend:
         self.dependencies = PostgresDependencies(db)
         self.events = PostgresEvents(db)
         self.webhooks = PostgresWebhooks(db)
+        self.watches = PostgresWatches(db)
         self.transactional = PostgresTransactional(db, self._schema)
 
     def __repr__(self) -> str:

@@ -53,6 +53,7 @@ from duly.backends.redis._groups import RedisGroups
 from duly.backends.redis._handoff import RedisHandoff
 from duly.backends.redis._lookups import LIST_SCAN_BOUND
 from duly.backends.redis._migrate import Formats, open_namespace
+from duly.backends.redis._watches import RedisWatches
 from duly.backends.redis._webhooks import RedisWebhooks
 
 __all__ = ["LIST_SCAN_BOUND", "RedisBackend"]
@@ -80,6 +81,7 @@ class RedisBackend:
         self.dependencies = RedisDependencies(conn)
         self.events = RedisEvents(conn)
         self.webhooks = RedisWebhooks(conn)
+        self.watches = RedisWatches(conn)
         #: Direct hand-off (``_handoff.py``) on one server; a cluster or Sentinel only wakes.
         self.handoff = RedisHandoff(conn) if conn.topology.kind == "server" else None
 

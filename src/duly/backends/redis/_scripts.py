@@ -208,6 +208,7 @@ class Scripts:
         self.freshness = Script("freshness")
         self.freshness_scopes = Script("freshness_scopes")
         self.queue_ages = Script("queue_ages")
+        self.move_watch = Script("move_watch")
         self.all = tuple(v for v in vars(self).values() if isinstance(v, Script))
 
     async def load(self, client: Client) -> None:

@@ -62,6 +62,7 @@ from duly.backends.sqlite._dependencies import SqliteDependencies
 from duly.backends.sqlite._events import SqliteEvents
 from duly.backends.sqlite._freshness import SqliteFreshness
 from duly.backends.sqlite._groups import SqliteGroups
+from duly.backends.sqlite._watches import SqliteWatches
 from duly.backends.sqlite._webhooks import SqliteWebhooks
 
 __all__ = ["SqliteBackend", "path_from_url"]
@@ -93,6 +94,7 @@ class SqliteBackend:
         self.dependencies = SqliteDependencies(self._db, self._signal)
         self.events = SqliteEvents(self._db)
         self.webhooks = SqliteWebhooks(self._db)
+        self.watches = SqliteWatches(self._db)
 
     def __repr__(self) -> str:
         return f"SqliteBackend({self.url!r})"
