@@ -13,6 +13,8 @@
     │   └── PayloadTooLarge     (also a ValueError) the encoded arguments exceed the size limit
     ├── TaskNotFound            a worker was given a task name it does not know
     ├── JobNotFound             a lookup or action on an id that does not exist
+    ├── DependencyFailed        (the error type stored) a job it waited for failed or was
+    │                           cancelled, so this one was cancelled (``after=``, chains)
     ├── EventsTrimmed           events after the id a reader resumes from were trimmed
     ├── JobTimeout              (also a TimeoutError) a job ran past its ``timeout``
     ├── JobCancelled            raised in a task by ``current_job().raise_if_cancelled()``
@@ -23,6 +25,8 @@ Control-flow exceptions raised *inside* tasks (not errors):
     Retry(after=...)            reschedule this job without charging an attempt
     Throttled(retry_after=...)  the upstream said "slow down": defer this job, and every job of
                                 its rate limit, without charging an attempt
+    Interrupted()               hand this job back to its queue now (the worker drains), without
+                                charging an attempt; its next run resumes from its checkpoint
 
 Each class's docstring is its default message, so ``raise BackendUnavailable()`` still says
 something useful.
@@ -39,9 +43,11 @@ __all__ = [
     "ArgumentsMismatch",
     "BackendUnavailable",
     "ConfigurationError",
+    "DependencyFailed",
     "DulyError",
     "DurabilityError",
     "EventsTrimmed",
+    "Interrupted",
     "JobCancelled",
     "JobFailed",
     "JobNotFound",
@@ -154,6 +160,12 @@ class JobNotFound(DulyError):
     """No job has this id (it never existed, or retention removed it)."""
 
 
+class DependencyFailed(DulyError):
+    """A job this one waited for (``options(after=...)``, a chain's previous step) failed for
+    good or was cancelled, so this one was cancelled: its ``error.type`` says so, its message
+    names that job. A retry of that job that succeeds releases this one again."""
+
+
 class JobTimeout(DulyError, TimeoutError):
     """The job ran past its timeout."""
 
@@ -181,6 +193,17 @@ class Retry(Exception):
             raise ValueError("Retry(after=...) must be >= 0 seconds")
         super().__init__(f"retry in {after:g}s")
         self.after = float(after)
+
+
+class Interrupted(Exception):
+    """Raise inside a task to hand the job back to its queue without charging an attempt.
+
+    Meant for ``if duly.current_job().stopping: raise duly.Interrupted()``: the worker drains
+    (a deploy, SIGTERM), and the job's next run, on any worker, resumes from its last
+    ``checkpoint`` (stored before the job is handed back)."""
+
+    def __init__(self, message: str = "handed back to its queue") -> None:
+        super().__init__(message)
 
 
 class Throttled(Exception):

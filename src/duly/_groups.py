@@ -131,6 +131,8 @@ def _check(signatures: Iterable[Signature], app: AppPort, what: str) -> list[Sig
             raise ValueError(f"{what}: connection= (transactional enqueue) is not supported")
         if sig.options.on_commit:
             raise ValueError(f"{what}: on_commit=True is not supported")
+        if sig.options.after:
+            raise ValueError(f"{what}: after= is not supported (wait for the group instead)")
     return sigs
 
 
