@@ -54,9 +54,9 @@ from duly.backends.redis._groups import RedisGroups
 from duly.backends.redis._handoff import RedisHandoff
 from duly.backends.redis._lookups import LIST_SCAN_BOUND
 from duly.backends.redis._migrate import Formats, open_namespace
-from duly.backends.redis._watches import RedisWatches
 from duly.backends.redis._progress import RedisProgress
 from duly.backends.redis._schedules import RedisSchedules
+from duly.backends.redis._watches import RedisWatches
 from duly.backends.redis._webhooks import RedisWebhooks
 
 __all__ = ["LIST_SCAN_BOUND", "RedisBackend"]

@@ -62,9 +62,9 @@ from duly.backends.sqlite._dependencies import SqliteDependencies
 from duly.backends.sqlite._events import SqliteEvents
 from duly.backends.sqlite._freshness import SqliteFreshness
 from duly.backends.sqlite._groups import SqliteGroups
-from duly.backends.sqlite._watches import SqliteWatches
 from duly.backends.sqlite._progress import SqliteProgress
 from duly.backends.sqlite._schedules import SqliteSchedules
+from duly.backends.sqlite._watches import SqliteWatches
 from duly.backends.sqlite._webhooks import SqliteWebhooks
 
 __all__ = ["SqliteBackend", "path_from_url"]
