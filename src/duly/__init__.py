@@ -23,13 +23,16 @@ from duly._errors import (
     ArgumentsMismatch,
     BackendUnavailable,
     ConfigurationError,
+    DependencyFailed,
     DulyError,
     DurabilityError,
     EventsTrimmed,
+    Interrupted,
     JobCancelled,
     JobExpired,
     JobFailed,
     JobNotFound,
+    JobProcessDied,
     JobTimeout,
     PayloadError,
     PayloadTooLarge,
@@ -44,6 +47,7 @@ from duly._freshness import Freshness, Mirror, fingerprint
 from duly._groups import Group, GroupInfo
 from duly._hooks import Hook
 from duly._job import Job, JobInfo
+from duly._progress import Progress
 from duly._records import (
     STATUSES,
     EnqueueResult,
@@ -57,10 +61,12 @@ from duly._records import (
 )
 from duly._registry import TaskSettings
 from duly._retry import Backoff
+from duly._schedules import ScheduleInfo
 from duly._task import Signature, Task
 from duly._transactions import Transactions
 from duly._webhooks import Webhook
 from duly._worker import Worker
+from duly._workflows import Workflow, WorkflowInfo
 from duly.backends import Backend, backend_from_url
 
 try:
@@ -77,6 +83,7 @@ __all__ = [
     "Backoff",
     "Clock",
     "ConfigurationError",
+    "DependencyFailed",
     "DulyError",
     "DurabilityError",
     "EnqueueResult",
@@ -87,6 +94,7 @@ __all__ = [
     "Group",
     "GroupInfo",
     "Hook",
+    "Interrupted",
     "Job",
     "JobCancelled",
     "JobContext",
@@ -94,6 +102,7 @@ __all__ = [
     "JobFailed",
     "JobInfo",
     "JobNotFound",
+    "JobProcessDied",
     "JobRecord",
     "JobStatus",
     "JobTimeout",
@@ -103,9 +112,11 @@ __all__ = [
     "Outcome",
     "PayloadError",
     "PayloadTooLarge",
+    "Progress",
     "QueueStats",
     "Retry",
     "RunContext",
+    "ScheduleInfo",
     "SerializationError",
     "Signature",
     "StatRow",
@@ -119,6 +130,8 @@ __all__ = [
     "Webhook",
     "Worker",
     "WorkerRecord",
+    "Workflow",
+    "WorkflowInfo",
     "__version__",
     "backend_from_url",
     "current_job",

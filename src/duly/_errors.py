@@ -13,8 +13,11 @@
     │   └── PayloadTooLarge     (also a ValueError) the encoded arguments exceed the size limit
     ├── TaskNotFound            a worker was given a task name it does not know
     ├── JobNotFound             a lookup or action on an id that does not exist
+    ├── DependencyFailed        (the error type stored) a job it waited for failed or was
+    │                           cancelled, so this one was cancelled (``after=``, chains)
     ├── EventsTrimmed           events after the id a reader resumes from were trimmed
     ├── JobTimeout              (also a TimeoutError) a job ran past its ``timeout``
+    ├── JobProcessDied          an ``isolated=True`` run's child process died (signal, exit)
     ├── JobCancelled            raised in a task by ``current_job().raise_if_cancelled()``
     ├── JobExpired              the error type of a job that expired (``expires=``) unstarted
     └── JobFailed               ``job.result()`` of a job that failed or was cancelled
@@ -24,6 +27,8 @@ Control-flow exceptions raised *inside* tasks (not errors):
     Retry(after=...)            reschedule this job without charging an attempt
     Throttled(retry_after=...)  the upstream said "slow down": defer this job, and every job of
                                 its rate limit, without charging an attempt
+    Interrupted()               hand this job back to its queue now (the worker drains), without
+                                charging an attempt; its next run resumes from its checkpoint
 
 Each class's docstring is its default message, so ``raise BackendUnavailable()`` still says
 something useful.
@@ -40,13 +45,16 @@ __all__ = [
     "ArgumentsMismatch",
     "BackendUnavailable",
     "ConfigurationError",
+    "DependencyFailed",
     "DulyError",
     "DurabilityError",
     "EventsTrimmed",
+    "Interrupted",
     "JobCancelled",
     "JobExpired",
     "JobFailed",
     "JobNotFound",
+    "JobProcessDied",
     "JobTimeout",
     "PayloadError",
     "PayloadTooLarge",
@@ -156,8 +164,20 @@ class JobNotFound(DulyError):
     """No job has this id (it never existed, or retention removed it)."""
 
 
+class DependencyFailed(DulyError):
+    """A job this one waited for (``options(after=...)``, a chain's previous step) failed for
+    good or was cancelled, so this one was cancelled: its ``error.type`` says so, its message
+    names that job. A retry of that job that succeeds releases this one again."""
+
+
 class JobTimeout(DulyError, TimeoutError):
     """The job ran past its timeout."""
+
+
+class JobProcessDied(DulyError):
+    """The child process of an ``isolated=True`` run died before it answered (a segfault,
+    ``os._exit``, the out-of-memory killer): "the job's process died: signal 11 (SIGSEGV)"
+    or "...: exit code 3". Retried like any error of the task's own."""
 
 
 class JobCancelled(DulyError):
@@ -187,6 +207,17 @@ class Retry(Exception):
             raise ValueError("Retry(after=...) must be >= 0 seconds")
         super().__init__(f"retry in {after:g}s")
         self.after = float(after)
+
+
+class Interrupted(Exception):
+    """Raise inside a task to hand the job back to its queue without charging an attempt.
+
+    Meant for ``if duly.current_job().stopping: raise duly.Interrupted()``: the worker drains
+    (a deploy, SIGTERM), and the job's next run, on any worker, resumes from its last
+    ``checkpoint`` (stored before the job is handed back)."""
+
+    def __init__(self, message: str = "handed back to its queue") -> None:
+        super().__init__(message)
 
 
 class Throttled(Exception):

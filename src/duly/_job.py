@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, Generic, NotRequired, TypedDict, TypeVar
 import msgspec
 
 from duly._errors import JobFailed
+from duly._progress import Progress, decode_progress
 from duly._records import FINISHED_STATUSES, JobRecord, JobStatus
-from duly._serialization import decode, decode_payload
+from duly._serialization import decode, decode_payload, payload_links
 
 if TYPE_CHECKING:
     from typing_extensions import TypeVar as DefaultingTypeVar
@@ -68,7 +69,8 @@ class JobInfo(msgspec.Struct, Generic[R], frozen=True):
     ``R`` is what its task returns: ``result`` holds it once the job ``succeeded`` (restored
     to the task's return annotation), None before and otherwise. ``error`` is the last failure
     (``{"type", "message", "traceback", "at", "attempt"}``) and ``errors`` every failure kept,
-    oldest first. Times are timezone-aware UTC. This one Struct is also the HTTP API's job
+    oldest first. ``progress`` is how far its run last said it got (``set_progress``), None
+    if it never did. Times are timezone-aware UTC. This one Struct is also the HTTP API's job
     (its OpenAPI schema is generated from it) and what ``duly status --json`` prints.
     """
 
@@ -91,6 +93,10 @@ class JobInfo(msgspec.Struct, Generic[R], frozen=True):
     worker: str | None
     errors: list[JobError]
     lost: int
+    #: The ids of the jobs it waits (or waited) for (``options(after=...)``, a chain's
+    #: previous step); empty for most jobs.
+    after: list[str] = []
+    progress: Progress | None = None
     #: When the job, still waiting then, never starts (``expires=``): it ends cancelled with
     #: a ``JobExpired`` error. None: no expiry.
     expires_at: datetime | None = None
@@ -152,6 +158,8 @@ class JobInfo(msgspec.Struct, Generic[R], frozen=True):
             worker=record.worker,
             errors=errors,
             lost=record.lost,
+            after=payload_links(record.payload).after,
+            progress=decode_progress(record.progress),
             expires_at=_time(record.expires_at),
         )
 

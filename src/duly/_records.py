@@ -30,11 +30,13 @@ __all__ = [
     "NewJob",
     "Outcome",
     "OutcomeKind",
+    "ProgressReport",
     "QueueStats",
     "RateRequest",
     "Recovered",
     "StatRow",
     "StorageFormat",
+    "StoredGroup",
     "UniqueUntil",
     "WebhookRecord",
     "WorkerRecord",
@@ -154,6 +156,11 @@ class JobRecord:
     #: The start time of a rate-limit slot this job already holds (set by a ``release`` that
     #: deferred it to that slot); the worker runs it without taking another slot.
     rate_slot: float | None = None
+    #: The run's last reported progress: JSON ``{"fraction", "message", "at"}`` (see
+    #: ``duly.backends.progress``); None until a run reports one.
+    progress: bytes | None = None
+    #: The last checkpoint a run stored (JSON), None if none: what the next run resumes from.
+    cursor: bytes | None = None
     #: When the job, still waiting then, never starts (``NewJob.expires_at``), or None.
     expires_at: float | None = None
 
@@ -188,6 +195,17 @@ class Outcome:
     run_at: float | None = None
     expire_at: float | None = None
     rate_slot: float | None = None
+
+
+@dataclass(slots=True)
+class ProgressReport:
+    """What a run reported since the last write (``duly.backends.progress``): its latest
+    ``progress`` (JSON ``{"fraction", "message", "at"}``) and its latest checkpoint ``cursor``
+    (JSON; ``b"null"`` clears it); None leaves that value as stored."""
+
+    job_id: str
+    progress: bytes | None = None
+    cursor: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -289,11 +307,24 @@ class NewGroup:
     #: Seconds the group is kept once complete (its members follow their own retention).
     retention: float
     callback: NewJob | None = None
+    #: The caller's id of the group (``app.group(id=...)``), or None: while a group of this
+    #: name is stored, storing another stores nothing and answers the stored one.
+    name: str | None = None
+
+
+@dataclass(slots=True)
+class StoredGroup:
+    """What ``GroupStore.store`` did: the stored group's ``id`` and its members' job ids, in
+    order; ``deduplicated`` when a group of the same name was stored already (these are its)."""
+
+    id: str
+    members: list[str]
+    deduplicated: bool = False
 
 
 @dataclass(slots=True)
 class GroupRecord:
-    """A stored group: its members' outcomes, counted once per member."""
+    """A stored group: each member's current outcome, counted once per member."""
 
     id: str
     key: str | None
@@ -302,10 +333,15 @@ class GroupRecord:
     succeeded: int
     failed: int
     cancelled: int
-    #: When the last member's outcome was recorded (the caller's clock), else None.
+    #: When the last member's outcome was recorded (the caller's clock), else None: None
+    #: again while a member retried after it runs.
     completed_at: float | None
     #: Whether the group has an ``on_complete`` job (its id is the group's id).
     has_callback: bool
+    #: When every member first had an outcome: the callback was queued then, and only then.
+    first_completed_at: float | None = None
+    #: The caller's id of the group (``NewGroup.name``), or None.
+    name: str | None = None
 
 
 @dataclass(slots=True)
@@ -320,6 +356,9 @@ class EventRecord:
     key: str | None
     status: str
     at: float
+    #: A ``progress`` event's progress (JSON, as ``JobRecord.progress``); None for a change of
+    #: status (see ``duly.backends.progress``).
+    progress: bytes | None = None
 
 
 @dataclass(slots=True)

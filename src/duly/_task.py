@@ -15,13 +15,13 @@ from duly._limits import Limits, refuse_nul
 from duly._records import JobRecord, NewJob, Outcome
 from duly._retry import Backoff, RetryDelay, check_backoff
 from duly._secrets import scrub_exception, secret_values
-from duly._serialization import CallSpec
+from duly._serialization import CallSpec, Links, with_links
 
 if TYPE_CHECKING:
     from duly._job import Job
     from duly._ports import AppPort
 
-__all__ = ["EnqueueOptions", "Signature", "Task", "TaskConfig"]
+__all__ = ["EnqueueOptions", "Signature", "Task", "TaskConfig", "after_ids"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -97,12 +97,17 @@ class TaskConfig:
     limits: Limits | None = None  # unique / mutex / concurrency / rate limit (duly.limits)
     #: False: a run over ``timeout`` fails at once (a watch's timeout guard), not retried.
     retry_timeouts: bool = True
+    #: True: a run after a failure starts from the start (its checkpoint is cleared), not
+    #: from ``duly.current_job().cursor``.
+    retry_from_start: bool = False
     #: Seconds after its enqueue a job still waiting never starts (``expires=``), or None.
     expires: float | None = None
     #: Parameters shown as ``"***"`` outside the worker (``duly._secrets``).
     secret: tuple[str, ...] = ()
     #: The positions at which those parameters may be passed (sealed there too).
     secret_positions: tuple[int, ...] = ()
+    #: Each run in a child process of the worker's pool (``duly._worker.isolation``).
+    isolated: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -119,6 +124,10 @@ class TaskConfig:
             raise ConfigurationError(f"expires must be > 0 seconds, got {self.expires!r}")
         if self.timeout is not None and not self.timeout > 0:
             raise ConfigurationError(f"timeout must be > 0 seconds, got {self.timeout!r}")
+        if not isinstance(self.retry_from_start, bool):
+            raise ConfigurationTypeError(
+                f"retry_from_start must be a bool, got {self.retry_from_start!r}"
+            )
         for exc_type in self.retry_on:
             if not (isinstance(exc_type, type) and issubclass(exc_type, BaseException)):
                 raise ConfigurationTypeError(
@@ -178,6 +187,8 @@ class EnqueueOptions:
     on_commit: bool = False
     #: The job's own id (``check_job_id``), else a new ULID.
     id: str | None = None
+    #: The ids of the jobs to wait for (``after=``, see ``after_ids``).
+    after: tuple[str, ...] = ()
     #: When a job still waiting never starts: seconds after enqueue, or an aware datetime.
     expires: float | datetime | None = None
 
@@ -190,6 +201,14 @@ class EnqueueOptions:
             raise ConfigurationError(f"expires= must be > 0 seconds, got {self.expires!r}")
         if self.delay is not None and self.at is not None:
             raise ConfigurationError("give either delay= or at=, not both")
+        if self.after and (self.delay is not None or self.at is not None):
+            raise ConfigurationError(
+                "after= runs the job once its dependencies succeeded: give no delay= or at= with it"
+            )
+        if self.after and self.connection is not None:
+            raise ConfigurationError(
+                "after= is not supported with connection= (transactional enqueue)"
+            )
         if not isinstance(self.on_commit, bool):
             raise ConfigurationTypeError(f"on_commit must be True or False, got {self.on_commit!r}")
         if self.on_commit and self.connection is not None:
@@ -221,7 +240,7 @@ class EnqueueOptions:
 class Signature:
     """A task call to enqueue later or in bulk: ``task.s(*args, **kwargs)``."""
 
-    __slots__ = ("args", "kwargs", "options", "task")
+    __slots__ = ("args", "immutable", "kwargs", "options", "task")
 
     def __init__(
         self,
@@ -229,22 +248,26 @@ class Signature:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         options: EnqueueOptions,
+        immutable: bool = False,
     ) -> None:
         self.task = task
         self.args = args
         self.kwargs = kwargs
         self.options = options
+        #: ``task.si(...)``: in a chain, this step does not take the previous step's result.
+        self.immutable = immutable
 
     def __repr__(self) -> str:
         return f"<Signature {self.task.name}{self.args!r}{self.kwargs!r}>"
 
-    def build(self, now: float, id: str | None = None) -> NewJob:
+    def build(self, now: float, id: str | None = None, piped: bool = False) -> NewJob:
         """The job this call becomes at time ``now`` (with id ``id``, else a new one); an
-        error it raises never quotes a secret argument's value."""
+        error it raises never quotes a secret argument's value. ``piped``: a chain step whose
+        first argument is the previous step's result, given when it runs."""
         if not self.task.config.secret:
-            return self._build(now, id)
+            return self._build(now, id, piped)
         try:
-            return self._build(now, id)
+            return self._build(now, id, piped)
         except (ValueError, TypeError) as exc:  # SerializationError, key templates, ...
             texts = secret_values(self.task.app, self.task.name, self.args, self.kwargs)
             scrubbed = scrub_exception(exc, texts)
@@ -252,7 +275,7 @@ class Signature:
                 raise
             raise scrubbed from None
 
-    def _build(self, now: float, id: str | None) -> NewJob:
+    def _build(self, now: float, id: str | None, piped: bool) -> NewJob:
         task, opts = self.task, self.options
         config = task.config
         if opts.id is not None:
@@ -262,17 +285,20 @@ class Signature:
                     "takes no id="
                 )
             id = opts.id
-        payload = task.spec.encode_call(self.args, self.kwargs, task.app.max_payload_bytes)
+        max_bytes = task.app.max_payload_bytes
+        payload = task.spec.encode_call(self.args, self.kwargs, max_bytes, piped)
         sealer = task.app.sealer
         if config.secret and sealer is not None:
             payload = sealer.seal(payload, config.secret_positions, config.secret)
+        if opts.after:
+            payload = with_links(payload, Links(after=list(opts.after)))
         if opts.at is not None:
             scheduled_for = opts.at.timestamp()
         elif opts.delay:
             scheduled_for = now + opts.delay
         else:
             scheduled_for = now
-        return config.new_job(
+        job = config.new_job(
             payload,
             self.args,
             self.kwargs,
@@ -284,6 +310,9 @@ class Signature:
             priority=opts.priority,
             expires_at=_expires_at(opts.expires, now),
         )
+        if opts.after:
+            job.after = opts.after
+        return job
 
 
 def _expires_at(expires: float | datetime | None, now: float) -> float | None:
@@ -307,8 +336,14 @@ class _Enqueuer(Generic[P, R]):
     _options: EnqueueOptions
 
     def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
-        """A signature of this call, for ``app.enqueue_many``."""
+        """A signature of this call, for ``app.enqueue_many``, ``app.group`` and ``app.chain``
+        (where it takes the previous step's result as its first argument)."""
         return Signature(self.task, args, kwargs, self._options)
+
+    def si(self, *args: Any, **kwargs: Any) -> Signature:
+        """An immutable signature: in ``app.chain`` this step runs after the previous one but
+        does not take its result (elsewhere it is ``s``)."""
+        return Signature(self.task, args, kwargs, self._options, immutable=True)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job[R]:
         """Store a job that runs this task with these arguments; returns its handle
@@ -340,11 +375,12 @@ class BoundTask(_Enqueuer[P, R]):
         connection: Any = None,
         on_commit: bool | None = None,
         id: str | None = None,
+        after: Sequence[Any] | None = None,
         expires: float | timedelta | datetime | None = None,
     ) -> BoundTask[P, R]:
         """Further options on top of these."""
         changes = _option_changes(
-            delay, at, priority, key, queue, connection, on_commit, id, expires
+            delay, at, priority, key, queue, connection, on_commit, id, after, expires
         )
         return BoundTask(self.task, replace(self._options, **changes))
 
@@ -358,9 +394,11 @@ def _option_changes(
     connection: Any,
     on_commit: bool | None,
     id: str | None,
-    expires: float | timedelta | datetime | None,
+    after: Sequence[Any] | None = None,
+    expires: float | timedelta | datetime | None = None,
 ) -> dict[str, Any]:
     changes: dict[str, Any] = {
+        "after": None if after is None else after_ids(after),
         "delay": None if delay is None else seconds(delay, "delay"),
         "at": at,
         "priority": priority,
@@ -429,6 +467,7 @@ class Task(_Enqueuer[P, R]):
         connection: Any = None,
         on_commit: bool | None = None,
         id: str | None = None,
+        after: Sequence[Any] | None = None,
         expires: float | timedelta | datetime | None = None,
     ) -> BoundTask[P, R]:
         """Per-call options: ``delay`` (seconds or timedelta) or ``at`` (aware datetime),
@@ -436,13 +475,33 @@ class Task(_Enqueuer[P, R]):
         enqueue inside the caller's transaction), ``on_commit`` (enqueue once the caller's
         transaction commits: an App that knows its framework's transactions, see
         ``duly.contrib.django``), ``id`` (the job's own id: while a job with that id is
-        retained, enqueue returns it, ``job.deduplicated``), ``expires`` (seconds, a timedelta
-        or an aware datetime: a job not started by then never runs, it ends ``cancelled``
-        with ``JobExpired``)."""
+        retained, enqueue returns it, ``job.deduplicated``), ``after`` (jobs, groups or job
+        ids: the job waits, ``scheduled``, until every one of them succeeded; see
+        ``duly.backends.dependencies``), ``expires`` (seconds, a timedelta or an aware
+        datetime: a job not started by then never runs, it ends ``cancelled`` with
+        ``JobExpired``)."""
         changes = _option_changes(
-            delay, at, priority, key, queue, connection, on_commit, id, expires
+            delay, at, priority, key, queue, connection, on_commit, id, after, expires
         )
         return BoundTask(self, EnqueueOptions(**changes))
+
+
+def after_ids(after: Any) -> tuple[str, ...]:
+    """The job ids of an ``after=`` list: a ``duly.Job`` (or a job id), a ``duly.Group`` or a
+    ``duly.Workflow`` (all its jobs); TypeError for anything else."""
+    if isinstance(after, str | bytes) or not isinstance(after, Sequence | set | frozenset):
+        raise TypeError(f"after= takes a list of jobs, groups or job ids, got {after!r}")
+    ids: list[str] = []
+    for item in after:
+        if isinstance(item, str):
+            ids.append(item)
+        elif isinstance(getattr(item, "jobs", None), list):
+            ids.extend(after_ids(item.jobs))
+        elif isinstance(getattr(item, "id", None), str):
+            ids.append(item.id)
+        else:
+            raise TypeError(f"after= takes jobs, groups or job ids, got {item!r}")
+    return tuple(dict.fromkeys(ids))
 
 
 def build_all(signatures: Sequence[Signature], now: float) -> list[NewJob]:

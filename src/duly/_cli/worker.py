@@ -20,6 +20,7 @@ from duly._cli.common import fail, load_app, translate_errors
 from duly._cli.worker_options import WorkerOptions, click_options
 from duly._errors import BackendUnavailable
 from duly._worker.leases import LeaseShare
+from duly._worker.recycling import EXIT_RECYCLED
 
 __all__ = ["default_processes", "resolve_processes", "scheduler", "worker"]
 
@@ -140,7 +141,7 @@ def worker(app_path: str | None, app_option: str | None, url: str | None, **valu
     processes = resolve_processes(options.processes, options.burst)
     app = load_app(app_path, url)  # also before a supervisor: a typo fails now, once
     metrics_port = options.metrics_port
-    if processes > 1:
+    if processes > 1 or (options.recycles and not options.supervised):
         from duly._worker.leases import LeaseKeeper
         from duly._worker.supervisor import Supervisor
 
@@ -174,12 +175,16 @@ def worker(app_path: str | None, app_option: str | None, url: str | None, **valu
         scheduler=options.scheduler,
         connect_timeout=options.connect_timeout if options.burst else None,
         lease_share=None if options.lease_fd is None else LeaseShare(options.lease_fd),
+        max_jobs=options.max_jobs_per_child,
+        max_memory=options.max_memory_per_child,
     )
     _use_fast_loop()
     try:
         asyncio.run(runner.run())
     except BackendUnavailable as exc:
         fail(f"--burst: {exc}", 2)
+    if runner.retired is not None and options.supervised:
+        sys.exit(EXIT_RECYCLED)  # the supervisor starts a new process at once
 
 
 @click.command()
@@ -194,12 +199,11 @@ def worker(app_path: str | None, app_option: str | None, url: str | None, **valu
 def scheduler(
     app_path: str | None, app_option: str | None, url: str | None, log_level: str
 ) -> None:
-    """Run only the scheduler of MODULE:APP's periodic tasks (workers run one too)."""
+    """Run only the scheduler of MODULE:APP's periodic tasks and stored schedules (workers
+    run one too)."""
     app_path = _app_path(app_path, app_option)
     _configure_logging(log_level)
     app = load_app(app_path, url)
-    if not app.schedules:
-        fail(f"{app_path} has no periodic tasks", 2)
     from duly._scheduler import Scheduler
 
     async def run() -> None:
@@ -208,8 +212,9 @@ def scheduler(
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         runner = Scheduler(app)
+        decorated = ", ".join(sorted(app.registry.schedules)) or "none"
         logging.getLogger("duly.scheduler").info(
-            "scheduler started: %s", ", ".join(sorted(app.schedules))
+            "scheduler started: periodic tasks %s, and the stored schedules", decorated
         )
         try:
             await runner.run(stop)

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from duly._context import JobContext, RunContext, _current
+from duly._context import _NEVER, JobContext, RunContext, StopFlag, _current
 from duly._errors import (
     ArgumentsMismatch,
+    Interrupted,
     JobTimeout,
     Retry,
     SerializationError,
@@ -21,6 +22,7 @@ from duly._errors import (
     Throttled,
 )
 from duly._groups import is_group_id
+from duly._progress import RunProgress
 from duly._records import JobRecord, Outcome
 from duly._retry import Backoff, RetryDelay, retry_delay
 from duly._sealing import open_without_key
@@ -28,10 +30,12 @@ from duly._secrets import scrub, secret_values
 from duly._serialization import decode, encode
 from duly._worker.around import call_around, run_around
 from duly._worker.frames import user_traceback
+from duly._workflows import piped_payload
 
 if TYPE_CHECKING:
     from duly._app import App
     from duly._task import Task
+    from duly._worker.isolation import IsolatedPool
     from duly._worker.threads import ThreadRunner
 
 __all__ = ["Execution", "error_entry", "failure_outcome"]
@@ -129,9 +133,22 @@ class Execution:
     deferred: bool = False
     #: The values of its secret arguments (scrubbed out of its stored errors).
     hidden: list[str] = field(default_factory=list)
+    #: Set while the worker drains (``duly.current_job().stopping``).
+    draining: StopFlag = _NEVER
+    #: Its progress and checkpoint (``duly._worker.progress`` stores them).
+    progress: RunProgress = field(init=False)
+    #: Set when its next run must not resume from its checkpoint (a failure of a task with
+    #: ``retry_from_start``, a watch's next check): its checkpoint is cleared with its outcome.
+    starts_over: bool = False
 
-    async def run(self, app: App, threads: ThreadRunner) -> tuple[Outcome, BaseException | None]:
-        """Run the job; the outcome to report and, for a failed or retried run, the error."""
+    def __post_init__(self) -> None:
+        self.progress = RunProgress(self.record.cursor)
+
+    async def run(
+        self, app: App, threads: ThreadRunner, isolation: IsolatedPool | None = None
+    ) -> tuple[Outcome, BaseException | None]:
+        """Run the job; the outcome to report and, for a failed or retried run, the error.
+        An ``isolated`` task runs in a child process of ``isolation``."""
         record = self.record
         task = app.tasks.get(record.task)
         if task is None:
@@ -142,7 +159,8 @@ class Execution:
             return failure_outcome(app, None, record, exc, app.clock.now()), exc
         try:
             payload = record.payload if app.sealer is None else app.sealer.open(record.payload)
-            args, kwargs = task.spec.decode_call(open_without_key(payload))
+            payload = await piped_payload(app, record, open_without_key(payload))
+            args, kwargs = task.spec.decode_call(payload)
         except ArgumentsMismatch as mismatch:  # the task changed since this job was stored
             return self._failed(app, task, mismatch)
         except ValueError as decode_error:
@@ -157,6 +175,9 @@ class Execution:
             key=record.key,
             worker=self.worker,
             group=await app.get_group_async(record.id) if is_group_id(record.id) else None,
+            _progress=self.progress,
+            _draining=self.draining,
+            _now=app.clock.now,
         )
         timeout = task.config.timeout
         deadline: asyncio.Timeout | None = None
@@ -168,6 +189,13 @@ class Execution:
         )
         token = _current.set(context)
         try:
+            if task.config.isolated and isolation is not None:
+                child = partial(isolation.run, task.fn, context, payload, timeout)
+                data = await (
+                    child() if around is None else run_around(hooks.arounds, around, child)
+                )
+                expire_at = self._expire_at(app, task)
+                return Outcome(record.id, "succeeded", result=data, expire_at=expire_at), None
             if task.is_async:
                 # Awaited in this very frame (no inner Task), so a SystemExit or
                 # KeyboardInterrupt raised by the task is caught here, not by the loop.
@@ -191,6 +219,9 @@ class Execution:
             outcome = task.success_outcome(
                 record, value, app.clock.now(), self._expire_at(app, task)
             )
+            self.starts_over = outcome.kind == "again"
+        except Interrupted:  # handed back (the worker drains), not charged
+            return Outcome(record.id, "release", run_at=app.clock.now()), None
         except Retry as retry:
             now = app.clock.now()
             return Outcome(record.id, "release", run_at=now + retry.after), None
@@ -219,4 +250,5 @@ class Execution:
     def _failed(
         self, app: App, task: Task[Any, Any], exc: BaseException
     ) -> tuple[Outcome, BaseException | None]:
+        self.starts_over = task.config.retry_from_start
         return failure_outcome(app, task, self.record, exc, app.clock.now(), self.hidden), exc

@@ -844,9 +844,38 @@ INSERT INTO {schema}.groups (id, key, created_at, total, pending, retention, has
 SELECT %(id)s, %(key)s, %(created_at)s, %(total)s, %(total)s, %(retention)s, %(has_callback)s
 WHERE (SELECT count(*) FROM members) = %(total)s;
 
+-- name: group_name_take
+-- First statement of a named group's enqueue_group (0011): its row, unless a stored group has
+-- the name (a concurrent store of it waits here for the first to commit). Returns its id when
+-- inserted; then the members are stored and marked (group_mark).
+INSERT INTO {schema}.groups
+    (id, key, created_at, total, pending, retention, has_callback, name, members)
+VALUES (%(id)s, %(key)s, %(created_at)s, %(total)s, %(total)s, %(retention)s, %(has_callback)s,
+        %(name)s, %(members)s::text[])
+ON CONFLICT (name) WHERE name IS NOT NULL DO NOTHING
+RETURNING id;
+
+-- name: group_named
+-- The stored group of this name (group_name_take found it), with its members.
+SELECT id, members FROM {schema}.groups WHERE name = %(name)s;
+
+-- name: group_mark
+-- A named group's last statement, after its row and its jobs: mark the members, take the
+-- callback's due time away. Returns how many members it marked.
+WITH waits AS (
+    UPDATE {schema}.jobs j SET scheduled_for = NULL
+    WHERE j.id = %(id)s AND %(has_callback)s
+    RETURNING 1
+)
+UPDATE {schema}.jobs j SET group_id = %(id)s
+WHERE j.id = ANY(%(members)s::text[]);
+
 -- name: get_group
-SELECT id, key, created_at, total, succeeded, failed, cancelled, completed_at, has_callback
-FROM {schema}.groups WHERE id = %(id)s;
+-- By id, or by name (a name never has the form of a generated id: duly._groups refuses it).
+SELECT id, key, created_at, total, succeeded, failed, cancelled, completed_at, has_callback,
+       first_completed_at, name
+FROM {schema}.groups WHERE id = %(id)s OR name = %(id)s
+LIMIT 1;
 
 -- name: events_wait_mark
 -- First step of wait_for_events, before events_allocated: the writers notify the events channel
@@ -885,7 +914,7 @@ SELECT NOT EXISTS (
 
 -- name: events_after
 SELECT (SELECT upto FROM {schema}.event_trim) AS upto, e.id, e.job_id, e.task, e.queue, e.key,
-       e.status, e.at
+       e.status, e.at, e.progress
 FROM (SELECT 1) AS one
 LEFT JOIN LATERAL (
     SELECT * FROM {schema}.events e
@@ -896,7 +925,7 @@ LEFT JOIN LATERAL (
 
 -- name: key_events_after
 SELECT (SELECT upto FROM {schema}.event_trim) AS upto, e.id, e.job_id, e.task, e.queue, e.key,
-       e.status, e.at
+       e.status, e.at, e.progress
 FROM (SELECT 1) AS one
 LEFT JOIN LATERAL (
     SELECT * FROM {schema}.events e
@@ -1026,3 +1055,94 @@ SELECT w.input FROM {schema}.job_waits w WHERE w.job_id = %(id)s;
 -- name: dependency_wake
 -- enqueue_after: a dependent queued at once wakes its queue's workers.
 SELECT pg_notify(%(channel)s, %(queue)s);
+
+
+-- Watches (backends/watches.py).
+
+-- name: watch_move
+-- The active job holding a unique key (jobs_unique: one at most), locked; moved to run at
+-- %(at)s unless it runs, is parked, or is queued and due already. Returns the holder as it
+-- was (id, status, parked), or no row.
+WITH holder AS (
+    SELECT j.id, j.status, j.parked
+    FROM {schema}.jobs j
+    WHERE j.unique_key = %(key)s AND j.status IN ('scheduled', 'queued', 'running', 'retrying')
+    FOR UPDATE
+),
+moved AS (
+    UPDATE {schema}.jobs j
+    SET status = CASE WHEN j.status = 'queued' THEN 'scheduled' ELSE j.status END,
+        scheduled_for = %(at)s
+    FROM holder h
+    WHERE j.id = h.id AND h.status <> 'running' AND NOT h.parked
+      AND NOT (h.status = 'queued' AND %(at)s <= %(now)s)
+    RETURNING j.id
+)
+SELECT h.id, h.status, h.parked, (SELECT count(*) FROM moved) FROM holder h;
+
+-- Progress and checkpoints (0016_progress.sql, duly.backends.progress).
+
+-- name: store_progress
+-- In the heartbeat's transaction: each run's latest progress and checkpoint (parallel arrays;
+-- a NULL leaves that value as stored) on its job, if still running under %(worker)s; a new
+-- progress appends a `progress` event (status 'running'). Returns: events (how many).
+WITH r AS (
+    SELECT * FROM unnest(%(ids)s::text[], %(progress)s::bytea[], %(cursors)s::bytea[])
+        AS r(id, progress, cursor)
+),
+stored AS (
+    UPDATE {schema}.jobs j
+    SET progress = coalesce(r.progress, j.progress), cursor = coalesce(r.cursor, j.cursor)
+    FROM r
+    WHERE j.id = r.id AND j.status = 'running' AND j.worker = %(worker)s
+    RETURNING j.id, j.task, j.queue, j.key, r.progress
+),
+evented AS (
+    INSERT INTO {schema}.events (job_id, task, queue, key, status, progress)
+    SELECT s.id, s.task, s.queue, s.key, 'running', s.progress
+    FROM stored s WHERE s.progress IS NOT NULL ORDER BY s.id
+    RETURNING 1
+)
+SELECT count(*) FROM evented;
+
+-- name: progress_notify
+-- After store_progress appended events (their ids drawn): notify the events channel if a
+-- reader waits (the writers' side of migrations/0007_lean_event_triggers.sql).
+SELECT pg_notify(left('duly_ev_' || %(schema_name)s, 63), '')
+WHERE (SELECT w.last_value FROM {schema}.events_waited_until w)
+      > extract(epoch FROM clock_timestamp()) * 1000;
+
+-- Runtime schedules and skipped ticks (0014_schedules.sql).
+
+-- name: put_schedule
+-- An upsert: the row of that name replaced whole. Returns whether it is new (xmax = 0: the
+-- row was inserted, not updated).
+INSERT INTO {schema}.schedules (name, task, queue, payload, priority, every, cron, tz,
+                                catch_up, overlap, updated_at)
+VALUES (%(name)s, %(task)s, %(queue)s, %(payload)s, %(priority)s, %(every)s, %(cron)s,
+        %(tz)s, %(catch_up)s, %(overlap)s, %(updated_at)s)
+ON CONFLICT (name) DO UPDATE SET
+    task = excluded.task, queue = excluded.queue, payload = excluded.payload,
+    priority = excluded.priority, every = excluded.every, cron = excluded.cron,
+    tz = excluded.tz, catch_up = excluded.catch_up, overlap = excluded.overlap,
+    updated_at = excluded.updated_at
+RETURNING (xmax = 0) AS inserted;
+
+-- name: delete_schedule
+DELETE FROM {schema}.schedules WHERE name = %(name)s
+RETURNING 1;
+
+-- name: all_schedules
+SELECT name, task, queue, payload, priority, every, cron, tz, catch_up, overlap, updated_at
+FROM {schema}.schedules ORDER BY name;
+
+-- name: skip_tick
+-- Counted once per tick: a tick no later than the one recorded changes nothing (no row).
+INSERT INTO {schema}.skipped_ticks AS s (key, count, last_tick)
+VALUES (%(key)s, 1, %(tick)s)
+ON CONFLICT (key) DO UPDATE SET count = s.count + 1, last_tick = excluded.last_tick
+WHERE s.last_tick < excluded.last_tick
+RETURNING 1;
+
+-- name: skipped_ticks
+SELECT key, count, last_tick FROM {schema}.skipped_ticks;

@@ -53,7 +53,9 @@ CREATE TABLE {schema}.jobs (
     parked            boolean          NOT NULL DEFAULT false,
     rate_slot         double precision,
     group_id          text COLLATE "C",
-    expires_at        double precision
+    expires_at        double precision,
+    progress          bytea,
+    cursor            bytea
 );
 -- One partial index per hot path, holding only the rows that path can act on.
 CREATE INDEX jobs_ready ON {schema}.jobs (queue, parked, priority DESC, position, id)
@@ -148,9 +150,14 @@ CREATE TABLE {schema}.groups (
     completed_at double precision,
     retention    double precision NOT NULL,
     expire_at    double precision,
-    has_callback boolean          NOT NULL
+    has_callback boolean          NOT NULL,
+    -- 0011: idempotent groups, current outcomes
+    name         text COLLATE "C",
+    members      text[],
+    first_completed_at double precision
 );
 CREATE INDEX groups_expire ON {schema}.groups (expire_at) WHERE expire_at IS NOT NULL;
+CREATE UNIQUE INDEX groups_name ON {schema}.groups (name) WHERE name IS NOT NULL;
 
 CREATE TABLE {schema}.group_settled (
     job_id   text COLLATE "C" PRIMARY KEY,
@@ -166,7 +173,8 @@ CREATE TABLE {schema}.events (
     queue  text COLLATE "C" NOT NULL,
     key    text COLLATE "C",
     status text COLLATE "C" NOT NULL,
-    at     double precision NOT NULL DEFAULT extract(epoch FROM clock_timestamp())
+    at     double precision NOT NULL DEFAULT extract(epoch FROM clock_timestamp()),
+    progress bytea
 );
 CREATE INDEX events_key ON {schema}.events (key, id) WHERE key IS NOT NULL;
 
@@ -190,6 +198,27 @@ CREATE TABLE {schema}.webhooks (
     priority   integer          NOT NULL,
     delay      double precision NOT NULL,
     created_at double precision NOT NULL
+);
+
+-- Runtime schedules and skipped ticks (0014).
+CREATE TABLE {schema}.schedules (
+    name       text COLLATE "C" PRIMARY KEY,
+    task       text COLLATE "C" NOT NULL,
+    queue      text COLLATE "C" NOT NULL,
+    payload    bytea            NOT NULL,
+    priority   integer          NOT NULL,
+    every      double precision,
+    cron       text COLLATE "C",
+    tz         text COLLATE "C" NOT NULL,
+    catch_up   text COLLATE "C" NOT NULL,
+    overlap    text COLLATE "C" NOT NULL,
+    updated_at double precision NOT NULL
+);
+
+CREATE TABLE {schema}.skipped_ticks (
+    key       text COLLATE "C" PRIMARY KEY,
+    count     integer          NOT NULL,
+    last_tick double precision NOT NULL
 );
 
 -- Freshness: a scope after its sync job's end (0004).
@@ -247,7 +276,8 @@ BEGIN
 END
 $$;
 
--- Events and groups: statement-level triggers on jobs (0005, as 0007 replaced their functions).
+-- Events and groups: statement-level triggers on jobs (0005, as 0007 and 0011 replaced their
+-- functions).
 CREATE FUNCTION {schema}.jobs_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO {schema}.events (job_id, task, queue, key, status)
@@ -278,6 +308,45 @@ BEGIN
     IF (SELECT w.last_value FROM {schema}.events_waited_until w)
        > extract(epoch FROM clock_timestamp()) * 1000 THEN
         PERFORM pg_notify(left('duly_ev_' || TG_TABLE_SCHEMA, 63), '');
+    END IF;
+    IF EXISTS (
+        SELECT 1 FROM new_jobs n
+        WHERE n.group_id IS NOT NULL AND n.status IN ('scheduled', 'queued', 'running', 'retrying')
+    ) THEN
+        -- 0011: a counted member back in an active state (an operator retry) takes its
+        -- outcome back: pending again, the group not complete until it ends again.
+        WITH unsettled AS (
+            DELETE FROM {schema}.group_settled s
+            USING new_jobs n JOIN old_jobs o ON o.id = n.id
+            WHERE s.job_id = n.id AND n.group_id IS NOT NULL
+              AND o.status IN ('succeeded', 'failed', 'cancelled')
+              AND n.status IN ('scheduled', 'queued', 'running', 'retrying')
+            RETURNING s.job_id, s.group_id
+        ),
+        counts AS (
+            SELECT u.group_id,
+                   count(*) AS n,
+                   count(*) FILTER (WHERE o.status = 'succeeded') AS ok,
+                   count(*) FILTER (WHERE o.status = 'failed') AS bad,
+                   count(*) FILTER (WHERE o.status = 'cancelled') AS stopped
+            FROM unsettled u JOIN old_jobs o ON o.id = u.job_id
+            GROUP BY u.group_id
+        ),
+        locked AS MATERIALIZED (
+            SELECT g.id FROM {schema}.groups g
+            WHERE g.id IN (SELECT group_id FROM counts)
+            ORDER BY g.id
+            FOR UPDATE
+        )
+        UPDATE {schema}.groups g
+        SET pending = g.pending + c.n,
+            succeeded = g.succeeded - c.ok,
+            failed = g.failed - c.bad,
+            cancelled = g.cancelled - c.stopped,
+            completed_at = NULL,
+            expire_at = NULL
+        FROM counts c JOIN locked l ON l.id = c.group_id
+        WHERE g.id = c.group_id;
     END IF;
     IF NOT EXISTS (
         SELECT 1 FROM new_jobs n
@@ -319,6 +388,8 @@ BEGIN
                 failed = g.failed + c.bad,
                 cancelled = g.cancelled + c.stopped,
                 completed_at = CASE WHEN g.pending = c.n THEN c.at END,
+                first_completed_at = coalesce(g.first_completed_at,
+                                              CASE WHEN g.pending = c.n THEN c.at END),
                 expire_at = CASE WHEN g.pending = c.n THEN c.at + g.retention END
             FROM counts c JOIN locked l ON l.id = c.group_id
             WHERE g.id = c.group_id

@@ -37,8 +37,12 @@ key                     type    content
 ``g:<id>``              hash    a group: ``n`` members, ``left`` not settled, ``succeeded`` /
                                 ``failed`` / ``cancelled`` counts, ``at`` created, ``ret``
                                 retention (s), ``k`` key, ``cb`` = 1 with a callback, ``done``
-                                completed_at; EXPIRE ``ret`` once complete
-``gs:<id>``             set     member ids whose outcome the group counted (once each)
+                                completed_at, ``f`` first completed_at (the callback queued),
+                                ``nm`` name and ``m`` member ids (``,``) of a named group;
+                                EXPIRE ``ret`` once complete (PERSIST while pending again)
+``gs:<id>``             set     member ids whose current outcome the group counts (once each)
+``gn:<name>``           string  the id of the stored group of that name (``app.group(id=)``);
+                                expires with the group
 ``da:<id>``             set     ids of the jobs that wait (or waited) for job ``<id>``
                                 (``after=``); deleted with the job (purge)
 ``format``              string  the storage format of the namespace's data (format.py); absent
@@ -51,6 +55,10 @@ key                     type    content
                                 max_staleness, -1e18 when never synced)
 ``hooks``               hash    webhooks: SHA-256 of the secret (hex) -> msgpack of the record
                                 (HSETNX stores, HGET finds, HDEL revokes; no secret stored)
+``sched``               hash    runtime schedules (app.schedule): name -> msgpack of the record
+                                (HSET replaces, HDEL removes, HGETALL lists)
+``sk``                  hash    skipped ticks (overlap="skip"): a schedule's job key ->
+                                ``"<count> <latest tick>"`` (skip_tick.lua)
 ``iw:<queue>``           zset    idle worker processes waiting on ``queue`` (hand-off, below);
                                 score = the worker's clock at registration; PEXPIRE = the last
                                 registration's TTL
@@ -75,7 +83,9 @@ before start (``expires=``: claim.lua ends it instead of starting it); ``gp`` th
 group member; dependencies (lua/_dependencies.lua): ``dh`` = ``1`` on a job others wait for,
 and on a dependent ``aw`` its dependencies not succeeded yet, ``ap`` the one whose result is
 its chain input, ``ai`` that input, ``ab`` the dependency that cancelled it, ``ar`` seconds it
-is kept once so cancelled (a waiting dependent is ``scheduled`` with no ``d``). Times are Python
+is kept once so cancelled (a waiting dependent is ``scheduled`` with no ``d``); ``pr`` the last
+progress a run reported (JSON), ``cu`` its last checkpoint (JSON; see lua/_progress.lua).
+Times are Python
 ``repr(float)`` strings, so they read back exactly.
 
 Invariants every script keeps: a job is ``queued`` iff its id is in exactly one ``q:<queue>`` or
@@ -112,10 +122,11 @@ task, queue, ...]``). Entries with status names and ``n`` always (written before
 same. The last 100 000 events at least are kept; purge trims entries older than the stats
 retention. ``streams.py`` reads them.
 
-Groups: a member's first outcome (succeeded, failed, cancelled) is added to ``gs:<id>`` and
-counted in ``g:<id>`` by the script that records it (``settle_member``); the one that leaves
-none pending sets ``done`` and moves the callback job (id = the group's id, ``scheduled``
-with no ``d`` until then, in no index) to its ready zset.
+Groups: a member's outcome (succeeded, failed, cancelled) is added to ``gs:<id>`` and
+counted in ``g:<id>`` by the script that records it (``settle_member``); an operator retry
+takes it back (``unsettle_member`` in retry.lua). The one that leaves none pending sets
+``done`` and, the first time (``f``), moves the callback job (id = the group's id,
+``scheduled`` with no ``d`` until then, in no index) to its ready zset.
 
 Hand-off (lua/_handoff.lua): a worker process whose claim found nothing registers as idle
 (``iv:``, ``iw:``) and blocks on its inbox (``handoff.py``); enqueue.lua claims a plain new job
@@ -162,6 +173,8 @@ class Keyspace:
         "queue_counts",
         "queues",
         "running",
+        "schedules",
+        "skipped_ticks",
         "unique",
         "wake",
         "webhooks",
@@ -188,6 +201,8 @@ class Keyspace:
         self.events = p + "ev"
         self.events_count = p + "ev:n"
         self.webhooks = p + "hooks"
+        self.schedules = p + "sched"
+        self.skipped_ticks = p + "sk"
         self.format = p + "format"
 
     def job(self, job_id: str) -> str:
@@ -217,6 +232,9 @@ class Keyspace:
     def fresh_index(self, name: str) -> str:
         return f"{self.prefix}fs:{name}"
 
+    def fresh_due(self, name: str) -> str:
+        return f"{self.prefix}fd:{name}"
+
     def rate(self, key: str) -> str:
         return f"{self.prefix}rl:{key}"
 
@@ -225,6 +243,9 @@ class Keyspace:
 
     def group(self, group_id: str) -> str:
         return f"{self.prefix}g:{group_id}"
+
+    def group_name(self, name: str) -> str:
+        return f"{self.prefix}gn:{name}"
 
     def idle(self, queue: str) -> str:
         return f"{self.prefix}iw:{queue}"

@@ -126,7 +126,7 @@ RETURNING id, task, queue, payload, status, attempts, max_attempts, key, priorit
           CAST(started_at AS REAL) AS started_at, CAST(finished_at AS REAL) AS finished_at,
           result, errors, worker, CAST(lease_until AS REAL) AS lease_until, lost,
           CAST(expire_at AS REAL) AS expire_at, CAST(rate_slot AS REAL) AS rate_slot,
-          CAST(expires_at AS REAL) AS expires_at, position, gate;
+          progress, cursor, CAST(expires_at AS REAL) AS expires_at, position, gate;
 
 -- name: claim_expired
 -- claim, first: the queued jobs of one queue whose expiry has passed (jobs_expiring), parked or
@@ -150,7 +150,7 @@ SET errors = CAST(json_insert(
 WHERE id = :id
 RETURNING id, task, queue, payload, status, attempts, max_attempts, key, priority,
           enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-          lease_until, lost, expire_at, rate_slot, expires_at;
+          lease_until, lost, expire_at, rate_slot, progress, cursor, expires_at;
 
 -- name: claim_candidates
 -- claim's fast path: the first :limit ready jobs of one queue in claim order (jobs_claim index),
@@ -159,7 +159,7 @@ RETURNING id, task, queue, payload, status, attempts, max_attempts, key, priorit
 -- rule for a job that lost a worker before applied in Python); else it runs claim instead.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot, expires_at, gate,
+       lease_until, lost, expire_at, rate_slot, progress, cursor, expires_at, gate,
        (SELECT data_version FROM pragma_data_version) AS data_version
 FROM jobs INDEXED BY jobs_claim
 WHERE status = 'queued' AND parked = 0 AND queue = :queue
@@ -408,14 +408,14 @@ DELETE FROM rate_limits WHERE tat <= :now;
 -- name: get_job
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot, expires_at
+       lease_until, lost, expire_at, rate_slot, progress, cursor, expires_at
 FROM jobs WHERE id = :id;
 
 -- name: list_jobs_by_key
 -- One key's jobs, newest first, through the jobs_key index only.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot, expires_at
+       lease_until, lost, expire_at, rate_slot, progress, cursor, expires_at
 FROM jobs INDEXED BY jobs_key
 WHERE key = :key
   AND id < :before
@@ -429,7 +429,7 @@ LIMIT :limit;
 -- One state's jobs, newest first, through the jobs_status index.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot, expires_at
+       lease_until, lost, expire_at, rate_slot, progress, cursor, expires_at
 FROM jobs INDEXED BY jobs_status
 WHERE status = :status
   AND id < :before
@@ -442,7 +442,7 @@ LIMIT :limit;
 -- Any state: walks the primary key newest first, filtering as it goes.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot, expires_at
+       lease_until, lost, expire_at, rate_slot, progress, cursor, expires_at
 FROM jobs
 WHERE id < :before
   AND (:task IS NULL OR task = :task)
@@ -477,6 +477,8 @@ DELETE FROM workers;
 DELETE FROM queues;
 DELETE FROM rate_limits;
 DELETE FROM webhooks;
+DELETE FROM schedules;
+DELETE FROM skipped_ticks;
 
 
 -- Groups and events (0004_groups_events.sql does the writing, in triggers).
@@ -490,12 +492,24 @@ UPDATE jobs SET group_id = :group WHERE id IN (SELECT value FROM json_each(:ids)
 UPDATE jobs SET scheduled_for = NULL, position = enqueued_at WHERE id = :group;
 
 -- name: insert_group
-INSERT INTO groups (id, key, created_at, total, pending, retention, has_callback)
-VALUES (:id, :key, :created_at, :total, :total, :retention, :has_callback);
+-- :members is the JSON list of the member ids for a named group, else NULL (0007).
+INSERT INTO groups (id, key, created_at, total, pending, retention, has_callback, name, members)
+VALUES (:id, :key, :created_at, :total, :total, :retention, :has_callback, :name, :members);
+
+-- name: group_named
+-- enqueue_group, before storing anything: the stored group of this name, with its members.
+SELECT id, members FROM groups WHERE name = :name;
 
 -- name: get_group
-SELECT id, key, created_at, total, succeeded, failed, cancelled, completed_at, has_callback
-FROM groups WHERE id = :id;
+-- By id, or by name (a name never has the form of a generated id: duly._groups refuses it).
+SELECT id, key, created_at, total, succeeded, failed, cancelled, completed_at, has_callback,
+       first_completed_at, name
+FROM groups WHERE id = :id
+UNION ALL
+SELECT id, key, created_at, total, succeeded, failed, cancelled, completed_at, has_callback,
+       first_completed_at, name
+FROM groups WHERE name = :id
+LIMIT 1;
 
 -- name: events_head
 SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0);
@@ -504,11 +518,11 @@ SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0);
 SELECT upto FROM event_trim;
 
 -- name: events_after
-SELECT id, job_id, task, queue, key, status, at FROM events
+SELECT id, job_id, task, queue, key, status, at, progress FROM events
 WHERE id > :after ORDER BY id LIMIT :limit;
 
 -- name: key_events_after
-SELECT id, job_id, task, queue, key, status, at FROM events INDEXED BY events_key
+SELECT id, job_id, task, queue, key, status, at, progress FROM events INDEXED BY events_key
 WHERE key = :key AND id > :after ORDER BY key, id LIMIT :limit;
 
 -- name: key_events_newest
@@ -606,3 +620,68 @@ SELECT job_id FROM job_after WHERE after_id = :id ORDER BY job_id;
 
 -- name: dependency_input
 SELECT input FROM job_waits WHERE job_id = :id;
+
+
+-- Watches (backends/watches.py).
+
+-- name: watch_holder
+-- move: the active job holding a unique key (jobs_unique: one at most).
+SELECT id, status, parked FROM jobs
+WHERE unique_key = :key AND status IN ('scheduled', 'queued', 'running', 'retrying');
+
+-- name: watch_move
+-- move: the holder's next run at :at (a queued one waits `scheduled` again; promote queues it).
+UPDATE jobs
+SET status = CASE WHEN status = 'queued' THEN 'scheduled' ELSE status END, scheduled_for = :at
+WHERE id = :id;
+
+-- Progress and checkpoints (0012_progress.sql, duly.backends.progress).
+
+-- name: progress_event
+-- A `progress` event for a new progress of a job still running under :worker (before
+-- store_progress, in the heartbeat's transaction): status 'running', the progress carried.
+INSERT INTO events (job_id, task, queue, key, status, at, progress)
+SELECT id, task, queue, key, status, (julianday('now') - 2440587.5) * 86400.0, :progress
+FROM jobs
+WHERE id = :id AND status = 'running' AND worker = :worker AND :progress IS NOT NULL;
+
+-- name: store_progress
+-- A run's latest progress and checkpoint on its job, if still running under :worker; a NULL
+-- leaves that value as stored.
+UPDATE jobs
+SET progress = coalesce(:progress, progress), cursor = coalesce(:cursor, cursor)
+WHERE id = :id AND status = 'running' AND worker = :worker;
+
+-- Runtime schedules and skipped ticks (0010_schedules.sql).
+
+-- name: schedule_exists
+SELECT 1 FROM schedules WHERE name = :name;
+
+-- name: put_schedule
+-- An upsert: the row of that name replaced whole.
+INSERT INTO schedules (name, task, queue, payload, priority, every, cron, tz, catch_up,
+                       overlap, updated_at)
+VALUES (:name, :task, :queue, :payload, :priority, :every, :cron, :tz, :catch_up, :overlap,
+        :updated_at)
+ON CONFLICT (name) DO UPDATE SET
+    task = excluded.task, queue = excluded.queue, payload = excluded.payload,
+    priority = excluded.priority, every = excluded.every, cron = excluded.cron,
+    tz = excluded.tz, catch_up = excluded.catch_up, overlap = excluded.overlap,
+    updated_at = excluded.updated_at;
+
+-- name: delete_schedule
+DELETE FROM schedules WHERE name = :name;
+
+-- name: all_schedules
+SELECT name, task, queue, payload, priority, every, cron, tz, catch_up, overlap, updated_at
+FROM schedules ORDER BY name;
+
+-- name: skip_tick
+-- Counted once per tick: a tick no later than the one recorded changes nothing (no row).
+INSERT INTO skipped_ticks (key, count, last_tick) VALUES (:key, 1, :tick)
+ON CONFLICT (key) DO UPDATE SET count = count + 1, last_tick = excluded.last_tick
+WHERE last_tick < excluded.last_tick
+RETURNING 1;
+
+-- name: skipped_ticks
+SELECT key, count, last_tick FROM skipped_ticks;

@@ -50,7 +50,10 @@ CREATE TABLE jobs (
     -- 0004: groups
     group_id      TEXT,
     -- 0009: expiry before start
-    expires_at    REAL
+    expires_at    REAL,
+    -- 0012: progress and checkpoint
+    progress      BLOB,
+    cursor        BLOB
 ) WITHOUT ROWID;
 
 CREATE INDEX jobs_due ON jobs (scheduled_for) WHERE status IN ('scheduled', 'retrying');
@@ -118,7 +121,7 @@ CREATE INDEX freshness_due ON freshness (name, next_due);
 CREATE INDEX freshness_stale ON freshness (name, stale_at);
 CREATE INDEX freshness_job ON freshness (job_id) WHERE job_id IS NOT NULL;
 
--- Groups and the event stream (0004): the triggers write them in the transaction of the change.
+-- Groups and the event stream (0004, 0007): the triggers write them in the transaction of the change.
 CREATE TABLE groups (
     id           TEXT    PRIMARY KEY,
     key          TEXT,
@@ -131,9 +134,14 @@ CREATE TABLE groups (
     completed_at REAL,
     retention    REAL    NOT NULL,
     expire_at    REAL,
-    has_callback INTEGER NOT NULL CHECK (has_callback IN (0, 1))
+    has_callback INTEGER NOT NULL CHECK (has_callback IN (0, 1)),
+    -- 0007: idempotent groups, current outcomes
+    name         TEXT,
+    members      TEXT,
+    first_completed_at REAL
 ) WITHOUT ROWID;
 CREATE INDEX groups_expire ON groups (expire_at) WHERE expire_at IS NOT NULL;
+CREATE UNIQUE INDEX groups_name ON groups (name) WHERE name IS NOT NULL;
 
 CREATE TABLE group_settled (
     job_id   TEXT PRIMARY KEY,
@@ -148,7 +156,9 @@ CREATE TABLE events (
     queue  TEXT    NOT NULL,
     key    TEXT,
     status TEXT    NOT NULL,
-    at     REAL    NOT NULL
+    at     REAL    NOT NULL,
+    -- 0012: a progress event's progress (JSON)
+    progress BLOB
 );
 CREATE INDEX events_key ON events (key, id) WHERE key IS NOT NULL;
 
@@ -157,6 +167,7 @@ CREATE TABLE event_trim (
     upto INTEGER NOT NULL
 );
 
+-- 0007: a member's current outcome is counted (settle / unsettle).
 CREATE TRIGGER jobs_group_settle AFTER UPDATE OF status ON jobs
 WHEN NEW.group_id IS NOT NULL AND NEW.status IN ('succeeded', 'failed', 'cancelled')
      AND NOT EXISTS (SELECT 1 FROM group_settled s WHERE s.job_id = NEW.id)
@@ -168,12 +179,30 @@ BEGIN
         failed = failed + (NEW.status = 'failed'),
         cancelled = cancelled + (NEW.status = 'cancelled'),
         completed_at = CASE WHEN pending = 1 THEN NEW.finished_at END,
+        first_completed_at = coalesce(first_completed_at,
+                                      CASE WHEN pending = 1 THEN NEW.finished_at END),
         expire_at = CASE WHEN pending = 1 THEN NEW.finished_at + retention END
     WHERE id = NEW.group_id;
     UPDATE jobs
     SET status = 'queued', scheduled_for = NEW.finished_at
     WHERE id = NEW.group_id AND status = 'scheduled' AND scheduled_for IS NULL
       AND (SELECT g.pending FROM groups g WHERE g.id = NEW.group_id) = 0;
+END;
+
+CREATE TRIGGER jobs_group_unsettle AFTER UPDATE OF status ON jobs
+WHEN NEW.group_id IS NOT NULL AND OLD.status IN ('succeeded', 'failed', 'cancelled')
+     AND NEW.status IN ('scheduled', 'queued', 'running', 'retrying')
+     AND EXISTS (SELECT 1 FROM group_settled s WHERE s.job_id = NEW.id)
+BEGIN
+    DELETE FROM group_settled WHERE job_id = NEW.id;
+    UPDATE groups
+    SET pending = pending + 1,
+        succeeded = succeeded - (OLD.status = 'succeeded'),
+        failed = failed - (OLD.status = 'failed'),
+        cancelled = cancelled - (OLD.status = 'cancelled'),
+        completed_at = NULL,
+        expire_at = NULL
+    WHERE id = NEW.group_id;
 END;
 
 CREATE TRIGGER jobs_event_insert AFTER INSERT ON jobs
@@ -279,3 +308,24 @@ BEGIN
     VALUES (NEW.id, NEW.task, NEW.queue, NEW.key, NEW.status,
             (julianday('now') - 2440587.5) * 86400.0);
 END;
+
+-- Runtime schedules and skipped ticks (0010).
+CREATE TABLE schedules (
+    name       TEXT    PRIMARY KEY,
+    task       TEXT    NOT NULL,
+    queue      TEXT    NOT NULL,
+    payload    BLOB    NOT NULL,
+    priority   INTEGER NOT NULL,
+    every      REAL,
+    cron       TEXT,
+    tz         TEXT    NOT NULL,
+    catch_up   TEXT    NOT NULL,
+    overlap    TEXT    NOT NULL,
+    updated_at REAL    NOT NULL
+);
+
+CREATE TABLE skipped_ticks (
+    key       TEXT    PRIMARY KEY,
+    count     INTEGER NOT NULL,
+    last_tick REAL    NOT NULL
+);
