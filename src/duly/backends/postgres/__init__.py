@@ -20,7 +20,7 @@ queries, the pools, outages) and a ``Schema`` (``_migrate``), and hands them to 
 module of each step: ``_enqueue``, ``_claim``, ``_finish``, ``_recover``, ``_operator``,
 ``_lookups``, ``_workers``, ``_maintenance``, ``_concurrency``, ``_wake``, with ``_rows`` for
 the records. Each capability is an object of its own module (``_freshness``, ``_groups``,
-``_events``, ``_webhooks``, ``_transactional``) under its key's attribute.
+``_events``, ``_webhooks``, ``_transactional``, ``_pausing``) under its key's attribute.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ from duly.backends.postgres._groups import PostgresGroups
 from duly.backends.postgres._migrate import Schema
 from duly.backends.postgres._transactional import PostgresTransactional
 from duly.backends.postgres._wake import Listener
+from duly.backends.postgres._pausing import PostgresPausing
 from duly.backends.postgres._webhooks import PostgresWebhooks
 
 __all__ = ["PostgresBackend"]
@@ -94,6 +95,7 @@ class PostgresBackend:
         self.groups = PostgresGroups(db)
         self.events = PostgresEvents(db)
         self.webhooks = PostgresWebhooks(db)
+        self.pausing = PostgresPausing(db)
         self.transactional = PostgresTransactional(db, self._schema)
 
     def __repr__(self) -> str:

@@ -56,6 +56,8 @@ key                     type    content
                                 <queue>..."``; SET PX (lapses by the server's clock)
 ``ib:<worker>``         list    a worker's inbox: rows of jobs enqueue.lua claimed for it;
                                 PEXPIRE = the lease
+``paused``              hash    paused queues: queue -> paused_at (HSETNX pauses, resume.lua
+                                resumes; claim.lua and enqueue.lua's hand-off skip them)
 ======================  ======  ================================================================
 
 Job hash fields (one letter each, to keep a queued job small): ``t`` task, ``q`` queue, ``p``
@@ -151,6 +153,7 @@ class Keyspace:
         "expiry",
         "format",
         "namespace",
+        "paused",
         "pattern",
         "prefix",
         "queue_counts",
@@ -182,6 +185,7 @@ class Keyspace:
         self.events = p + "ev"
         self.events_count = p + "ev:n"
         self.webhooks = p + "hooks"
+        self.paused = p + "paused"
         self.format = p + "format"
 
     def job(self, job_id: str) -> str:

@@ -18,8 +18,8 @@ This module is the facade: each method hands over to its seam, a module of funct
 retry, drop), ``_lookups``, ``_workers``, ``_maintenance`` (promote, purge, stats rows),
 ``_concurrency`` (unique holds, gates, rate slots), ``_wake`` (what ``wait_for_work`` waits
 for), ``_migrate`` and ``_rows``; each capability is an object over the same connection
-(``_freshness``, ``_groups``, ``_events``, ``_webhooks``). SQL lives in ``queries.sql`` (named
-queries) and ``migrations/`` (applied by ``migrate()``; ``schema.sql`` shows the result).
+(``_freshness``, ``_groups``, ``_events``, ``_webhooks``, ``_pausing``). SQL lives in
+``queries.sql`` (named queries) and ``migrations/`` (applied by ``migrate()``; ``schema.sql`` shows the result).
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ from duly.backends.sqlite._connection import QUERIES, SqliteConnection, path_fro
 from duly.backends.sqlite._events import SqliteEvents
 from duly.backends.sqlite._freshness import SqliteFreshness
 from duly.backends.sqlite._groups import SqliteGroups
+from duly.backends.sqlite._pausing import SqlitePausing
 from duly.backends.sqlite._webhooks import SqliteWebhooks
 
 __all__ = ["SqliteBackend", "path_from_url"]
@@ -90,6 +91,7 @@ class SqliteBackend:
         self.groups = SqliteGroups(self._db, self._signal)
         self.events = SqliteEvents(self._db)
         self.webhooks = SqliteWebhooks(self._db)
+        self.pausing = SqlitePausing(self._db, self._signal)
 
     def __repr__(self) -> str:
         return f"SqliteBackend({self.url!r})"

@@ -453,6 +453,7 @@ DELETE FROM workers;
 DELETE FROM queues;
 DELETE FROM rate_limits;
 DELETE FROM webhooks;
+DELETE FROM paused_queues;
 
 
 -- Groups and events (0004_groups_events.sql does the writing, in triggers).
@@ -531,3 +532,16 @@ FROM webhooks WHERE digest = :digest;
 
 -- name: delete_webhook
 DELETE FROM webhooks WHERE digest = :digest;
+
+
+-- Paused queues (0008_paused_queues.sql).
+
+-- name: pause_queue
+INSERT INTO paused_queues (queue, paused_at) VALUES (:queue, :now)
+ON CONFLICT (queue) DO NOTHING;
+
+-- name: resume_queue
+DELETE FROM paused_queues WHERE queue = :queue;
+
+-- name: paused_queues
+SELECT queue, paused_at FROM paused_queues ORDER BY queue;

@@ -198,3 +198,9 @@ CREATE TABLE webhooks (
     delay      REAL    NOT NULL,
     created_at REAL    NOT NULL
 );
+
+-- Paused queues (0008).
+CREATE TABLE paused_queues (
+    queue     TEXT PRIMARY KEY,
+    paused_at REAL NOT NULL
+);
