@@ -59,9 +59,9 @@ from duly.backends.postgres._events import PostgresEvents
 from duly.backends.postgres._freshness import PostgresFreshness
 from duly.backends.postgres._groups import PostgresGroups
 from duly.backends.postgres._migrate import Schema
+from duly.backends.postgres._pausing import PostgresPausing
 from duly.backends.postgres._transactional import PostgresTransactional
 from duly.backends.postgres._wake import Listener
-from duly.backends.postgres._pausing import PostgresPausing
 from duly.backends.postgres._webhooks import PostgresWebhooks
 
 __all__ = ["PostgresBackend"]
