@@ -71,8 +71,10 @@ def _stored(backend: str, url: str, namespace: str) -> tuple[int, int]:
         path = url.split("sqlite:///", 1)[1]
         with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
             jobs = db.execute("SELECT count(*) FROM jobs").fetchone()[0]
-        size = sum(os.path.getsize(path + s) for s in ("", "-wal") if os.path.exists(path + s))
-        return int(jobs), size
+            free = db.execute("PRAGMA freelist_count").fetchone()[0]
+        sizes = [os.path.getsize(path + s) if os.path.exists(path + s) else 0 for s in ("", "-wal")]
+        print(f"  sqlite file {sizes[0]:,} B, WAL {sizes[1]:,} B, {free:,} free pages", flush=True)
+        return int(jobs), sum(sizes)
     if backend == "postgres":
         import psycopg
 
@@ -109,6 +111,17 @@ def _stored(backend: str, url: str, namespace: str) -> tuple[int, int]:
     return jobs, total
 
 
+def _say_autovacuum(url: str) -> None:
+    """Deleted rows become space to reuse only once (auto)vacuumed: without autovacuum the
+    tables grow however well the purge keeps pace."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SHOW autovacuum").fetchone()
+    if row and row[0] != "on":
+        print("  postgres: autovacuum is OFF on this server: bytes will grow", flush=True)
+
+
 def _drop(backend: str, url: str, namespace: str) -> None:
     if backend == "redis":
         import redis
@@ -141,6 +154,8 @@ def run(backend: str, rate: int, duration: float, every: float, retention: float
 
     app = retention_app.app
     app.ping()  # creates / migrates the store before the worker starts
+    if backend == "postgres":
+        _say_autovacuum(url)
     duly_bin = str(Path(sys.executable).with_name("duly"))
     log = open(workdir / "worker.log", "wb")  # noqa: SIM115 - closed in finally
     worker = subprocess.Popen(

@@ -13,7 +13,10 @@ failures were swallowed, and that nothing told "not started", "done" and "failed
   order); each sets its event's flag only after the work is done, in the same transaction.
   The group's ``on_complete`` job, ``mark_event_processed``, runs exactly once when all three
   have an outcome and stamps the event processed with the summary (the ``undone_jobs``
-  counter OBS kept broke on failures);
+  counter OBS kept broke on failures). The group's id is the event's (``obs-event:<id>``):
+  fanning an event out again (a tick that failed and reads its page again) returns its group
+  instead of a second one, and ``app.get_group`` shows each job's current outcome (a failed
+  mail retried to success counts as succeeded);
 - ``rotate_project_log``: every 10 minutes, ``mutex="rotate-logs"``: drops old log entries
   (and logs an event whose own job has not yet);
 - failures raise: the job is ``failed`` with its error (``app.jobs(status="failed")``),
@@ -51,7 +54,7 @@ CREATE TABLE IF NOT EXISTS backend_info (name TEXT PRIMARY KEY, value INTEGER);
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY, type TEXT, payload TEXT, created_at REAL,
     queued INTEGER DEFAULT 0, mails_sent INTEGER DEFAULT 0, project_logged INTEGER DEFAULT 0,
-    group_id TEXT, processed_at REAL, failed_jobs INTEGER);
+    processed_at REAL, failed_jobs INTEGER);
 CREATE TABLE IF NOT EXISTS subscriptions (project TEXT PRIMARY KEY, email TEXT);
 CREATE TABLE IF NOT EXISTS outbox (channel TEXT, event_id INTEGER, recipient TEXT, at REAL);
 CREATE TABLE IF NOT EXISTS project_log (event_id INTEGER PRIMARY KEY, type TEXT, at REAL);
@@ -121,13 +124,20 @@ def _event(db: sqlite3.Connection, event_id: int) -> sqlite3.Row | None:
 
 
 # -- the jobs -----------------------------------------------------------------------------------
+def group_id(event_id: int) -> str:
+    """The id of an event's group."""
+    return f"obs-event:{event_id}"
+
+
 def fan_out(event_id: int) -> duly.Group:
     """The event's jobs, one per purpose, as one group: ``mark_event_processed`` runs once
-    all three have an outcome (each failure stays visible and retryable on its own)."""
+    all three have an outcome (each failure stays visible and retryable on its own). Once per
+    event: a second call returns the stored group (``deduplicated``), nothing is enqueued."""
     return app.group(
         [notify_backend.s(event_id), send_event_emails.s(event_id), log_project_event.s(event_id)],
         on_complete=mark_event_processed.s(event_id),
         key=f"event:{event_id}",
+        id=group_id(event_id),
     )
 
 
@@ -136,7 +146,7 @@ def update_notification_events() -> dict[str, int]:
     """UpdateNotificationEvents: turn the notifications after the cursor into events, fan each
     new one out to its group of jobs, then move the cursor (once per tick). A failed tick moves
     nothing: the next one reads the same notifications again; the stored events are skipped,
-    and an event whose group was not recorded gets one (its jobs are idempotent)."""
+    and fanning an event out again returns its group (``id=``: nothing enqueued twice)."""
     with store() as db:
         row = db.execute("SELECT value FROM backend_info WHERE name = 'lastnotification_nr'")
         start = cursor = (row.fetchone() or [0])[0]
@@ -148,13 +158,8 @@ def update_notification_events() -> dict[str, int]:
                 "INSERT OR IGNORE INTO events (id, type, payload, created_at) VALUES (?, ?, ?, ?)",
                 [(n["nr"], n["type"], n["payload"], time.time()) for n in page["notifications"]],
             )
-            marks = ",".join("?" * len(ids))
-            sql = f"SELECT id FROM events WHERE group_id IS NULL AND id IN ({marks}) ORDER BY id"
-            new = [row["id"] for row in db.execute(sql, ids)]
-        for event_id in new:
-            group = fan_out(event_id)
-            with store() as db:
-                db.execute("UPDATE events SET group_id = ? WHERE id = ?", (group.id, event_id))
+        for event_id in ids:
+            fan_out(event_id)
         cursor = page["next"]
         if not page["limit_reached"]:
             break
@@ -274,8 +279,8 @@ def main() -> None:
     with store() as db:
         for row in db.execute("SELECT channel, event_id, recipient FROM outbox"):
             print("sent:", tuple(row))
-        for row in db.execute("SELECT id, group_id, failed_jobs FROM events ORDER BY id"):
-            info = app.get_group(row["group_id"])
+        for row in db.execute("SELECT id, failed_jobs FROM events ORDER BY id"):
+            info = app.get_group(group_id(row["id"]))
             print(f"event {row['id']}: processed ({row['failed_jobs']} failed) by group", info)
 
 

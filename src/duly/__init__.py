@@ -18,11 +18,12 @@ from importlib.metadata import PackageNotFoundError, version
 
 from duly._app import App, FailureCallback
 from duly._clock import Clock, ManualClock, SystemClock
-from duly._context import JobContext, current_job
+from duly._context import JobContext, RunContext, current_job
 from duly._errors import (
     ArgumentsMismatch,
     BackendUnavailable,
     ConfigurationError,
+    DependencyFailed,
     DulyError,
     DurabilityError,
     EventsTrimmed,
@@ -60,6 +61,7 @@ from duly._task import Signature, Task
 from duly._transactions import Transactions
 from duly._webhooks import Webhook
 from duly._worker import Worker
+from duly._workflows import Workflow, WorkflowInfo
 from duly.backends import Backend, backend_from_url
 
 try:
@@ -76,6 +78,7 @@ __all__ = [
     "Backoff",
     "Clock",
     "ConfigurationError",
+    "DependencyFailed",
     "DulyError",
     "DurabilityError",
     "EnqueueResult",
@@ -103,6 +106,7 @@ __all__ = [
     "PayloadTooLarge",
     "QueueStats",
     "Retry",
+    "RunContext",
     "SerializationError",
     "Signature",
     "StatRow",
@@ -116,6 +120,8 @@ __all__ = [
     "Webhook",
     "Worker",
     "WorkerRecord",
+    "Workflow",
+    "WorkflowInfo",
     "__version__",
     "backend_from_url",
     "current_job",

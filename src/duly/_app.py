@@ -29,6 +29,15 @@ from duly._task import Signature, Task, build_all, seconds
 from duly._transactions import Transactions
 from duly._watch import WatchConfig
 from duly._webhooks import Webhook, create_webhook, revoke_webhook
+from duly._workflows import (
+    Workflow,
+    WorkflowInfo,
+    enqueue_dependents,
+    has_dependents,
+    load_workflow,
+    prepare_chain,
+    store_chain,
+)
 from duly.backends import DEFAULT_URL, Backend, backend_from_url
 from duly.backends.transactional import TRANSACTIONAL, TransactionalEnqueue
 
@@ -174,7 +183,9 @@ class App(AppQueries):
     ) -> Any:
         """Register a function (``def`` or ``async def``) as a task.
 
-        ``retries`` (default 3) with ``backoff`` (default ``Backoff(base=1, cap=300)``),
+        ``retries`` (default 3) with ``backoff`` (default ``Backoff(base=1, cap=300)``;
+        ``Backoff.constant(s)``, ``Backoff.linear(step, cap)`` or a callable ``(attempt,
+        error) -> seconds | timedelta``),
         ``retry_on`` (exception types worth retrying; default any Exception), ``timeout``
         (seconds), ``queue``, ``priority``, ``retention`` / ``failed_retention`` (how long
         finished jobs are kept), ``name`` (default ``module.qualname``).
@@ -379,6 +390,8 @@ class App(AppQueries):
             if hasattr(connection, "__aenter__"):
                 raise TypeError("an async connection needs enqueue_async / enqueue_many_async")
             results = backend.enqueue(connection, built)
+        elif has_dependents(built):
+            results = self.run_sync(enqueue_dependents(self, built))
         else:
             results = self._template.enqueue_blocking(built)
         if self.hooks.watching("enqueued"):
@@ -425,6 +438,8 @@ class App(AppQueries):
         """Store jobs already built (``NewJob``), without hooks: the seam of the feature
         modules that build their own jobs (webhooks). Application code calls
         ``enqueue_many``."""
+        if has_dependents(built):
+            return await enqueue_dependents(self, built)
         backend = await self.backend()
         return list(await backend.enqueue(built))
 
@@ -444,13 +459,16 @@ class App(AppQueries):
         *,
         on_complete: Signature | None = None,
         key: str | None = None,
+        id: str | None = None,
     ) -> Group:
         """Enqueue ``signatures`` as one group, atomically; ``on_complete`` (a signature) is
-        enqueued exactly once when every member has an outcome (succeeded, failed for good, or
-        cancelled), and sees ``duly.current_job().group``. ``key`` (default: the group's id)
-        is given to every member and the callback without one of their own, so
-        ``app.jobs(key=...)`` and ``app.events(key=...)`` follow the group."""
-        group, members = prepare_group(self, signatures, on_complete, key)
+        enqueued exactly once when every member first has an outcome (succeeded, failed for
+        good, or cancelled), and sees ``duly.current_job().group``. ``key`` (default: the
+        group's id) is given to every member and the callback without one of their own, so
+        ``app.jobs(key=...)`` and ``app.events(key=...)`` follow the group. ``id`` (letters,
+        digits, ``._:@-``; up to 200) makes it idempotent: while a group of that id is
+        stored, this stores nothing and returns it (``g.deduplicated``)."""
+        group, members = prepare_group(self, signatures, on_complete, key, id)
         return self.run_sync(store_group(self, group, members))
 
     async def group_async(
@@ -459,18 +477,40 @@ class App(AppQueries):
         *,
         on_complete: Signature | None = None,
         key: str | None = None,
+        id: str | None = None,
     ) -> Group:
         """Async twin of ``group``."""
-        group, members = prepare_group(self, signatures, on_complete, key)
+        group, members = prepare_group(self, signatures, on_complete, key, id)
         return await store_group(self, group, members)
 
     def get_group(self, group_id: str) -> GroupInfo | None:
-        """The group with this id, or None (unknown, or removed by retention)."""
+        """The group with this id (its ``id=`` or its generated id), or None (unknown, or
+        removed by retention)."""
         return self.run_sync(self.get_group_async(group_id))
 
     async def get_group_async(self, group_id: str) -> GroupInfo | None:
         """Async twin of ``get_group``."""
         return await load_group(self, group_id)
+
+    # -- chains (duly._workflows) -----------------------------------------------------------
+    def chain(self, *signatures: Signature) -> Workflow:
+        """Enqueue ``signatures`` as steps that run one after the other, atomically: each step
+        waits for the previous one to succeed and, made with ``task.s``, takes its result as
+        its first argument (``task.si``: it does not). A step that fails for good cancels the
+        ones after it (``DependencyFailed``); retrying it resumes the chain."""
+        return self.run_sync(store_chain(self, prepare_chain(self, signatures)))
+
+    async def chain_async(self, *signatures: Signature) -> Workflow:
+        """Async twin of ``chain``."""
+        return await store_chain(self, prepare_chain(self, signatures))
+
+    def get_workflow(self, workflow_id: str) -> WorkflowInfo | None:
+        """The workflow (a chain) with this id, or None (unknown, or removed by retention)."""
+        return self.run_sync(self.get_workflow_async(workflow_id))
+
+    async def get_workflow_async(self, workflow_id: str) -> WorkflowInfo | None:
+        """Async twin of ``get_workflow``."""
+        return await load_workflow(self, workflow_id)
 
     def events(self, since: str | None = None, key: str | None = None) -> AsyncIterator[Event]:
         """Every job state change, as it happens: ``async for ev in app.events()``. ``since``

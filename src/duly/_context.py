@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from duly._errors import JobCancelled
 
 if TYPE_CHECKING:
     from duly._groups import GroupInfo
 
-__all__ = ["JobContext", "StopFlag", "bind_stop_flag", "current_job"]
+__all__ = ["JobContext", "RunContext", "StopFlag", "bind_stop_flag", "current_job"]
 
 
 class StopFlag:
@@ -70,6 +71,18 @@ class JobContext:
         """Raise ``duly.JobCancelled`` if ``cancel_requested``: a checkpoint for sync tasks."""
         if self._stop.requested:
             raise JobCancelled(f"job {self.id} was cancelled while it ran")
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """What ``Hook.around_run`` is told of the run it wraps: the job's context (as
+    ``duly.current_job()`` gives it inside), the call's decoded arguments, and the headers
+    hooks set at its enqueue."""
+
+    job: JobContext
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
+    headers: Mapping[str, str]
 
 
 _current: ContextVar[JobContext] = ContextVar("duly_current_job")

@@ -13,6 +13,8 @@
     │   └── PayloadTooLarge     (also a ValueError) the encoded arguments exceed the size limit
     ├── TaskNotFound            a worker was given a task name it does not know
     ├── JobNotFound             a lookup or action on an id that does not exist
+    ├── DependencyFailed        (the error type stored) a job it waited for failed or was
+    │                           cancelled, so this one was cancelled (``after=``, chains)
     ├── EventsTrimmed           events after the id a reader resumes from were trimmed
     ├── JobTimeout              (also a TimeoutError) a job ran past its ``timeout``
     ├── JobCancelled            raised in a task by ``current_job().raise_if_cancelled()``
@@ -39,6 +41,7 @@ __all__ = [
     "ArgumentsMismatch",
     "BackendUnavailable",
     "ConfigurationError",
+    "DependencyFailed",
     "DulyError",
     "DurabilityError",
     "EventsTrimmed",
@@ -152,6 +155,12 @@ class TaskNotFound(DulyError):
 
 class JobNotFound(DulyError):
     """No job has this id (it never existed, or retention removed it)."""
+
+
+class DependencyFailed(DulyError):
+    """A job this one waited for (``options(after=...)``, a chain's previous step) failed for
+    good or was cancelled, so this one was cancelled: its ``error.type`` says so, its message
+    names that job. A retry of that job that succeeds releases this one again."""
 
 
 class JobTimeout(DulyError, TimeoutError):

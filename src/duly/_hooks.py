@@ -25,21 +25,26 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any, cast
 
 from duly._errors import ConfigurationTypeError
 from duly._serialization import with_headers
 
 if TYPE_CHECKING:
+    from duly._context import RunContext
     from duly._job import JobInfo
     from duly._records import EnqueueResult, JobRecord, NewJob, Outcome
 
-__all__ = ["HOOK_EVENTS", "Finished", "Hook", "HookCallResult", "Hooks", "settle"]
+__all__ = ["HOOK_EVENTS", "Around", "Finished", "Hook", "HookCallResult", "Hooks", "settle"]
 
 log = logging.getLogger("duly.hooks")
 
 #: What a hook method returns: nothing, or an awaitable the caller awaits.
 HookCallResult = Awaitable[None] | None
+
+#: What ``around_run`` returns: a context manager (an async one too, for an async task).
+Around = AbstractContextManager[Any] | AbstractAsyncContextManager[Any]
 
 #: What ``finished`` is told of one run: the record, the applied outcome, the run's error.
 Finished = tuple["JobRecord", "Outcome", BaseException | None]
@@ -109,6 +114,17 @@ class Hook:
     def quarantined(self, job: JobInfo, error: BaseException) -> HookCallResult:
         """A job lost its worker ``max_lost`` times and failed (``failed`` is called too)."""
 
+    def around_run(self, ctx: RunContext) -> Around:
+        """A context manager entered around each run (a DB session, a tenant, a log context),
+        in the run's own thread (a sync task) or asyncio task (an async task, which may also
+        get an async context manager), so what it sets there (a contextvar, a thread-local)
+        is visible inside the task. An error it raises, entering or exiting, fails the run as
+        the task's own would (retried per the task's policy). The hooks' managers nest in the
+        order the hooks were added (the first outermost). For an ``isolated`` task it is
+        entered in the worker's process, around the child's run. Not overriding it costs a
+        run nothing."""
+        return nullcontext()
+
 
 #: The events a hook may watch: the methods of ``Hook``.
 HOOK_EVENTS = (
@@ -122,6 +138,7 @@ HOOK_EVENTS = (
     "failed",
     "recovered",
     "quarantined",
+    "around_run",
 )
 
 
@@ -154,6 +171,11 @@ class Hooks:
         """Whether any hook overrides ``event`` (skip building its arguments otherwise); for
         ``finished``, one called a run at a time (``finished_batch``: the others)."""
         return bool(self._calls[event])
+
+    @property
+    def arounds(self) -> list[Callable[[RunContext], Around]]:
+        """The overriding ``around_run`` methods, in the order their hooks were added."""
+        return [cast("Callable[[RunContext], Around]", m) for _, m in self._calls["around_run"]]
 
     def enqueuing(self, jobs: Sequence[NewJob]) -> None:
         """Call the ``enqueuing`` hooks, then store the headers they set in each job's payload

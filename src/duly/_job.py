@@ -11,7 +11,7 @@ import msgspec
 
 from duly._errors import JobFailed
 from duly._records import FINISHED_STATUSES, JobRecord, JobStatus
-from duly._serialization import decode, decode_payload
+from duly._serialization import decode, decode_payload, payload_links
 
 if TYPE_CHECKING:
     from typing_extensions import TypeVar as DefaultingTypeVar
@@ -91,6 +91,9 @@ class JobInfo(msgspec.Struct, Generic[R], frozen=True):
     worker: str | None
     errors: list[JobError]
     lost: int
+    #: The ids of the jobs it waits (or waited) for (``options(after=...)``, a chain's
+    #: previous step); empty for most jobs.
+    after: list[str] = []
 
     @property
     def finished(self) -> bool:
@@ -149,6 +152,7 @@ class JobInfo(msgspec.Struct, Generic[R], frozen=True):
             worker=record.worker,
             errors=errors,
             lost=record.lost,
+            after=payload_links(record.payload).after,
         )
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "Recovered",
     "StatRow",
     "StorageFormat",
+    "StoredGroup",
     "UniqueUntil",
     "WebhookRecord",
     "WorkerRecord",
@@ -58,9 +59,10 @@ FINISHED_STATUSES: Final[frozenset[str]] = frozenset({"succeeded", "failed", "ca
 OutcomeKind = Literal["succeeded", "failed", "retry", "release", "again"]
 UniqueUntil = Literal["start", "finish"]
 
-#: Sorts after every job id (ULIDs: 26 characters of ``0-9A-Z``) in any collation: the
-#: ``before`` of a listing's first page.
-ID_CEILING: Final = "Z" * 32
+#: Sorts after every job id (ULIDs: 26 characters of ``0-9A-Z``; ids given with
+#: ``options(id=)``: ``A-Za-z0-9_.:-``) in a bytewise collation: the ``before`` of a listing's
+#: first page.
+ID_CEILING: Final = "~" * 32
 
 #: How long per-minute counters and the records of workers that vanished are kept by default
 #: (``App(stats_retention=)``; ``Backend.purge``'s ``keep``), in seconds.
@@ -100,6 +102,11 @@ class NewJob:
     #: ``enqueuing``; stored inside ``payload`` once the hooks ran (``with_headers``), read back
     #: as ``JobRecord.headers``. Never an argument of the task.
     headers: dict[str, str] = field(default_factory=dict)
+    #: The ids of the jobs it waits for (PRODUCT §16, ``duly.backends.dependencies``): stored
+    #: ``scheduled`` with no due time until every one of them succeeded. Empty: none.
+    after: tuple[str, ...] = ()
+    #: A chain step: the id (one of ``after``) whose result becomes its first argument.
+    pipe_from: str | None = None
 
 
 @dataclass(slots=True)
@@ -273,11 +280,24 @@ class NewGroup:
     #: Seconds the group is kept once complete (its members follow their own retention).
     retention: float
     callback: NewJob | None = None
+    #: The caller's id of the group (``app.group(id=...)``), or None: while a group of this
+    #: name is stored, storing another stores nothing and answers the stored one.
+    name: str | None = None
+
+
+@dataclass(slots=True)
+class StoredGroup:
+    """What ``GroupStore.store`` did: the stored group's ``id`` and its members' job ids, in
+    order; ``deduplicated`` when a group of the same name was stored already (these are its)."""
+
+    id: str
+    members: list[str]
+    deduplicated: bool = False
 
 
 @dataclass(slots=True)
 class GroupRecord:
-    """A stored group: its members' outcomes, counted once per member."""
+    """A stored group: each member's current outcome, counted once per member."""
 
     id: str
     key: str | None
@@ -286,10 +306,15 @@ class GroupRecord:
     succeeded: int
     failed: int
     cancelled: int
-    #: When the last member's outcome was recorded (the caller's clock), else None.
+    #: When the last member's outcome was recorded (the caller's clock), else None: None
+    #: again while a member retried after it runs.
     completed_at: float | None
     #: Whether the group has an ``on_complete`` job (its id is the group's id).
     has_callback: bool
+    #: When every member first had an outcome: the callback was queued then, and only then.
+    first_completed_at: float | None = None
+    #: The caller's id of the group (``NewGroup.name``), or None.
+    name: str | None = None
 
 
 @dataclass(slots=True)

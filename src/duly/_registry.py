@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from duly._errors import ConfigurationError, ConfigurationTypeError
 from duly._limits import Limits
-from duly._retry import Backoff
+from duly._retry import Backoff, RetryDelay
 from duly._schedule import Schedule
 from duly._sealing import plain_digest
 from duly._task import Task, TaskConfig, seconds
@@ -33,7 +33,7 @@ class WatchTaskSettings(TypedDict, total=False):
     name: str | None
     queue: str
     retries: int
-    backoff: Backoff | None
+    backoff: Backoff | RetryDelay | None
     retry_on: type[BaseException] | Iterable[type[BaseException]] | None
     retention: float | timedelta | None
     failed_retention: float | timedelta | None
@@ -67,6 +67,10 @@ def default_task_name(fn: Callable[..., Any]) -> str:
         elif main is not None and getattr(main, "__file__", None):
             module = Path(main.__file__ or "main").stem
     return f"{module}.{fn.__qualname__}"
+
+
+def _backoff(backoff: Backoff | RetryDelay | None) -> Backoff | RetryDelay:
+    return Backoff() if backoff is None else backoff
 
 
 def _optional_seconds(value: float | timedelta | None, what: str) -> float | None:
@@ -122,7 +126,7 @@ def task_config(
         name=name,
         queue=settings.get("queue", "default"),
         retries=settings.get("retries", 3),
-        backoff=settings.get("backoff") or Backoff(),
+        backoff=_backoff(settings.get("backoff")),
         timeout=_optional_seconds(settings.get("timeout"), "timeout"),
         retry_on=tuple(retry_on) if retry_on is not None else (Exception,),
         retention=_optional_seconds(settings.get("retention"), "retention"),

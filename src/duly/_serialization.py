@@ -18,7 +18,7 @@ import math
 import types
 import typing
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -28,13 +28,17 @@ from duly._sealing import LITERAL, escape_argument, unescape_argument
 
 __all__ = [
     "CallSpec",
+    "Links",
     "canonical",
     "decode",
     "decode_payload",
     "encode",
     "payload_headers",
+    "payload_links",
     "to_builtins",
+    "with_first_argument",
     "with_headers",
+    "with_links",
 ]
 
 _encoder = msgspec.json.Encoder()
@@ -82,6 +86,20 @@ class _Headed(msgspec.Struct, omit_defaults=True):
     args: msgspec.Raw
     kwargs: msgspec.Raw
     headers: dict[str, str] = {}
+    # Links (``with_links``): absent on a job that waits for nothing.
+    after: list[str] = []
+    pipe: bool = False
+    workflow: list[str] = []
+
+
+class Links(msgspec.Struct, frozen=True):
+    """What a payload says of the jobs it waits for (PRODUCT §16): ``after`` their ids,
+    ``pipe`` whether its first argument is the result of ``after[0]`` (a chain step), and
+    ``workflow`` the step ids of the chain it ends (only on a chain's last step)."""
+
+    after: list[str] = []
+    pipe: bool = False
+    workflow: list[str] = []
 
 
 class _Headers(msgspec.Struct):
@@ -93,6 +111,39 @@ class _Headers(msgspec.Struct):
 
 _headed = msgspec.json.Decoder(_Headed)
 _headers = msgspec.json.Decoder(_Headers)
+_links = msgspec.json.Decoder(Links)
+_NO_LINKS: Final = Links()
+
+
+def with_links(payload: bytes, links: Links) -> bytes:
+    """``payload`` carrying ``links`` (over any it carried)."""
+    envelope = _headed.decode(payload)
+    envelope.after, envelope.pipe, envelope.workflow = links.after, links.pipe, links.workflow
+    return _encoder.encode(envelope)
+
+
+def payload_links(payload: bytes) -> Links:
+    """The links a stored payload carries (none if it is corrupt: its run reports that)."""
+    if b'"after"' not in payload:  # the common case, without decoding anything
+        return _NO_LINKS
+    try:
+        return _links.decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return _NO_LINKS
+
+
+def with_first_argument(payload: bytes, value: bytes) -> bytes:
+    """``payload`` with the JSON ``value`` inserted before its positional arguments (a chain
+    step's input); ValueError if it is corrupt."""
+    try:
+        envelope = _headed.decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ValueError(f"corrupt job payload: {exc}") from exc
+    args = bytes(envelope.args).strip()
+    rest = args[1:].lstrip()
+    joined = b"[" + value + (b"]" if rest.startswith(b"]") else b"," + rest)
+    envelope.args = msgspec.Raw(joined)
+    return _encoder.encode(envelope)
 
 
 def with_headers(payload: bytes, headers: dict[str, str]) -> bytes:
@@ -166,6 +217,9 @@ class _RawCall(msgspec.Struct):
 
 
 _raw_call = msgspec.json.Decoder(_RawCall)
+
+#: Stands for a chain step's first argument when its call is checked at enqueue.
+_PIPED: Final = object()
 
 
 # -- what JSON carries as it is ------------------------------------------------------------
@@ -534,25 +588,33 @@ class CallSpec:
         return slot
 
     # -- arguments -------------------------------------------------------------------------
-    def encode_call(self, args: tuple[Any, ...], kwargs: dict[str, Any], max_bytes: int) -> bytes:
+    def encode_call(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], max_bytes: int, piped: bool = False
+    ) -> bytes:
         """The payload of a call: ArgumentsMismatch if it does not fit the signature,
         SerializationError naming the first argument that would not arrive as given,
-        PayloadTooLarge over ``max_bytes``."""
+        PayloadTooLarge over ``max_bytes``. ``piped``: a chain step, whose first argument
+        (the previous step's result) is added when it runs (``with_first_argument``)."""
         if not self._resolved:
             self._resolve()
-        if not self._fits(args, kwargs):
-            raise ArgumentsMismatch(f"cannot enqueue {self.display}: {self._why_not(args, kwargs)}")
+        skip = 1 if piped else 0
+        bound = (_PIPED, *args) if piped else args
+        if not self._fits(bound, kwargs):
+            why = self._why_not(bound, kwargs)
+            if piped:
+                why = f"{why} (its first argument is the previous step's result)"
+            raise ArgumentsMismatch(f"cannot enqueue {self.display}: {why}")
         if self._restores:
-            self._check_typed(args, kwargs)
+            self._check_typed(args, kwargs, skip)
         else:  # every parameter plain: one type check per value, a message only on failure
             for value in args:
                 if _plain_problem(value) is not None:
-                    self._check_typed(args, kwargs)
+                    self._check_typed(args, kwargs, skip)
             for value in kwargs.values():
                 if _plain_problem(value) is not None:
-                    self._check_typed(args, kwargs)
+                    self._check_typed(args, kwargs, skip)
         if self._zoned:
-            args = tuple(self._slot_of(i).stored(v) for i, v in enumerate(args))
+            args = tuple(self._slot_of(i + skip).stored(v) for i, v in enumerate(args))
             kwargs = {key: self._slot_of(key).stored(v) for key, v in kwargs.items()}
         stored_args, stored_kwargs = _escaped(args, kwargs)
         try:
@@ -566,9 +628,10 @@ class CallSpec:
             )
         return payload
 
-    def _check_typed(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """SerializationError naming the first argument that would not arrive as given."""
-        for index, value in enumerate(args):
+    def _check_typed(self, args: tuple[Any, ...], kwargs: dict[str, Any], skip: int = 0) -> None:
+        """SerializationError naming the first argument that would not arrive as given
+        (``args`` start at position ``skip``)."""
+        for index, value in enumerate(args, start=skip):
             slot = self._slot_of(index)
             problem = slot.problem(value)
             if problem is not None:

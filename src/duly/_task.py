@@ -13,15 +13,15 @@ from duly._errors import ConfigurationError, ConfigurationTypeError
 from duly._ids import new_id, new_ids
 from duly._limits import Limits, refuse_nul
 from duly._records import JobRecord, NewJob, Outcome
-from duly._retry import Backoff
+from duly._retry import Backoff, RetryDelay, check_backoff
 from duly._secrets import scrub_exception, secret_values
-from duly._serialization import CallSpec
+from duly._serialization import CallSpec, Links, with_links
 
 if TYPE_CHECKING:
     from duly._job import Job
     from duly._ports import AppPort
 
-__all__ = ["EnqueueOptions", "Signature", "Task", "TaskConfig"]
+__all__ = ["EnqueueOptions", "Signature", "Task", "TaskConfig", "after_ids"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -29,6 +29,8 @@ R = TypeVar("R")
 PRIORITY_RANGE = range(-1000, 1001)
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
 _MAX_KEY_LENGTH = 512
+#: A caller-chosen job id (``options(id=...)``): what URLs, keys and listings carry as is.
+_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}")
 DEFAULT_BACKOFF = Backoff(base=1.0, cap=300.0)
 
 
@@ -56,6 +58,19 @@ def check_queue(queue: str) -> str:
     return queue
 
 
+def check_job_id(job_id: str) -> str:
+    """Validate a caller-chosen job id: 1-128 letters, digits, ``_ . : -`` (a letter or digit
+    first)."""
+    if not isinstance(job_id, str):
+        raise ConfigurationTypeError(f"id= must be a str, got {job_id!r}")
+    if not _JOB_ID.fullmatch(job_id):
+        raise ConfigurationError(
+            f"invalid job id {job_id!r}: use 1-128 letters, digits, '_', '.', ':' or '-', "
+            "starting with a letter or a digit"
+        )
+    return job_id
+
+
 def check_priority(priority: int) -> int:
     """Validate a priority (an int from -1000 to 1000; higher runs first)."""
     if isinstance(priority, bool) or not isinstance(priority, int):
@@ -72,7 +87,8 @@ class TaskConfig:
     name: str
     queue: str = "default"
     retries: int = 3
-    backoff: Backoff = DEFAULT_BACKOFF
+    #: A ``Backoff`` or a callable ``(attempt, error) -> seconds | timedelta``.
+    backoff: Backoff | RetryDelay = DEFAULT_BACKOFF
     timeout: float | None = None
     retry_on: tuple[type[BaseException], ...] = (Exception,)
     retention: float | None = None  # seconds a succeeded job is kept; None = the App's
@@ -96,8 +112,7 @@ class TaskConfig:
             raise ConfigurationTypeError(f"retries must be an int, got {self.retries!r}")
         if self.retries < 0:
             raise ConfigurationError(f"retries must be >= 0, got {self.retries}")
-        if not isinstance(self.backoff, Backoff):
-            raise ConfigurationTypeError(f"backoff must be a duly.Backoff, got {self.backoff!r}")
+        check_backoff(self.backoff)
         if self.timeout is not None and not self.timeout > 0:
             raise ConfigurationError(f"timeout must be > 0 seconds, got {self.timeout!r}")
         for exc_type in self.retry_on:
@@ -152,10 +167,24 @@ class EnqueueOptions:
     queue: str | None = None
     connection: Any = None
     on_commit: bool = False
+    #: The job's own id (``check_job_id``), else a new ULID.
+    id: str | None = None
+    #: The ids of the jobs to wait for (``after=``, see ``after_ids``).
+    after: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.id is not None:
+            check_job_id(self.id)
         if self.delay is not None and self.at is not None:
             raise ConfigurationError("give either delay= or at=, not both")
+        if self.after and (self.delay is not None or self.at is not None):
+            raise ConfigurationError(
+                "after= runs the job once its dependencies succeeded: give no delay= or at= with it"
+            )
+        if self.after and self.connection is not None:
+            raise ConfigurationError(
+                "after= is not supported with connection= (transactional enqueue)"
+            )
         if not isinstance(self.on_commit, bool):
             raise ConfigurationTypeError(f"on_commit must be True or False, got {self.on_commit!r}")
         if self.on_commit and self.connection is not None:
@@ -187,7 +216,7 @@ class EnqueueOptions:
 class Signature:
     """A task call to enqueue later or in bulk: ``task.s(*args, **kwargs)``."""
 
-    __slots__ = ("args", "kwargs", "options", "task")
+    __slots__ = ("args", "immutable", "kwargs", "options", "task")
 
     def __init__(
         self,
@@ -195,22 +224,26 @@ class Signature:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         options: EnqueueOptions,
+        immutable: bool = False,
     ) -> None:
         self.task = task
         self.args = args
         self.kwargs = kwargs
         self.options = options
+        #: ``task.si(...)``: in a chain, this step does not take the previous step's result.
+        self.immutable = immutable
 
     def __repr__(self) -> str:
         return f"<Signature {self.task.name}{self.args!r}{self.kwargs!r}>"
 
-    def build(self, now: float, id: str | None = None) -> NewJob:
+    def build(self, now: float, id: str | None = None, piped: bool = False) -> NewJob:
         """The job this call becomes at time ``now`` (with id ``id``, else a new one); an
-        error it raises never quotes a secret argument's value."""
+        error it raises never quotes a secret argument's value. ``piped``: a chain step whose
+        first argument is the previous step's result, given when it runs."""
         if not self.task.config.secret:
-            return self._build(now, id)
+            return self._build(now, id, piped)
         try:
-            return self._build(now, id)
+            return self._build(now, id, piped)
         except (ValueError, TypeError) as exc:  # SerializationError, key templates, ...
             texts = secret_values(self.task.app, self.task.name, self.args, self.kwargs)
             scrubbed = scrub_exception(exc, texts)
@@ -218,20 +251,30 @@ class Signature:
                 raise
             raise scrubbed from None
 
-    def _build(self, now: float, id: str | None) -> NewJob:
+    def _build(self, now: float, id: str | None, piped: bool) -> NewJob:
         task, opts = self.task, self.options
         config = task.config
-        payload = task.spec.encode_call(self.args, self.kwargs, task.app.max_payload_bytes)
+        if opts.id is not None:
+            if task.name in task.app.registry.schedules:
+                raise ConfigurationError(
+                    f"{task.name} is periodic: the ids of its jobs hold its ticks, so it "
+                    "takes no id="
+                )
+            id = opts.id
+        max_bytes = task.app.max_payload_bytes
+        payload = task.spec.encode_call(self.args, self.kwargs, max_bytes, piped)
         sealer = task.app.sealer
         if config.secret and sealer is not None:
             payload = sealer.seal(payload, config.secret_positions, config.secret)
+        if opts.after:
+            payload = with_links(payload, Links(after=list(opts.after)))
         if opts.at is not None:
             scheduled_for = opts.at.timestamp()
         elif opts.delay:
             scheduled_for = now + opts.delay
         else:
             scheduled_for = now
-        return config.new_job(
+        job = config.new_job(
             payload,
             self.args,
             self.kwargs,
@@ -242,6 +285,9 @@ class Signature:
             key=opts.key,
             priority=opts.priority,
         )
+        if opts.after:
+            job.after = opts.after
+        return job
 
 
 class _Enqueuer(Generic[P, R]):
@@ -251,8 +297,14 @@ class _Enqueuer(Generic[P, R]):
     _options: EnqueueOptions
 
     def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
-        """A signature of this call, for ``app.enqueue_many``."""
+        """A signature of this call, for ``app.enqueue_many``, ``app.group`` and ``app.chain``
+        (where it takes the previous step's result as its first argument)."""
         return Signature(self.task, args, kwargs, self._options)
+
+    def si(self, *args: Any, **kwargs: Any) -> Signature:
+        """An immutable signature: in ``app.chain`` this step runs after the previous one but
+        does not take its result (elsewhere it is ``s``)."""
+        return Signature(self.task, args, kwargs, self._options, immutable=True)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job[R]:
         """Store a job that runs this task with these arguments; returns its handle
@@ -283,9 +335,11 @@ class BoundTask(_Enqueuer[P, R]):
         queue: str | None = None,
         connection: Any = None,
         on_commit: bool | None = None,
+        id: str | None = None,
+        after: Sequence[Any] | None = None,
     ) -> BoundTask[P, R]:
         """Further options on top of these."""
-        changes = _option_changes(delay, at, priority, key, queue, connection, on_commit)
+        changes = _option_changes(delay, at, priority, key, queue, connection, on_commit, id, after)
         return BoundTask(self.task, replace(self._options, **changes))
 
 
@@ -297,8 +351,11 @@ def _option_changes(
     queue: str | None,
     connection: Any,
     on_commit: bool | None,
+    id: str | None,
+    after: Sequence[Any] | None = None,
 ) -> dict[str, Any]:
     changes: dict[str, Any] = {
+        "after": None if after is None else after_ids(after),
         "delay": None if delay is None else seconds(delay, "delay"),
         "at": at,
         "priority": priority,
@@ -306,6 +363,7 @@ def _option_changes(
         "queue": queue,
         "connection": connection,
         "on_commit": on_commit,
+        "id": id,
     }
     return {name: value for name, value in changes.items() if value is not None}
 
@@ -364,14 +422,37 @@ class Task(_Enqueuer[P, R]):
         queue: str | None = None,
         connection: Any = None,
         on_commit: bool | None = None,
+        id: str | None = None,
+        after: Sequence[Any] | None = None,
     ) -> BoundTask[P, R]:
         """Per-call options: ``delay`` (seconds or timedelta) or ``at`` (aware datetime),
         ``priority``, ``key`` (index jobs by an entity), ``queue``, ``connection`` (PostgreSQL:
         enqueue inside the caller's transaction), ``on_commit`` (enqueue once the caller's
         transaction commits: an App that knows its framework's transactions, see
-        ``duly.contrib.django``)."""
-        changes = _option_changes(delay, at, priority, key, queue, connection, on_commit)
+        ``duly.contrib.django``), ``id`` (the job's own id: while a job with that id is
+        retained, enqueue returns it, ``job.deduplicated``), ``after`` (jobs, groups or job
+        ids: the job waits, ``scheduled``, until every one of them succeeded; see
+        ``duly.backends.dependencies``)."""
+        changes = _option_changes(delay, at, priority, key, queue, connection, on_commit, id, after)
         return BoundTask(self, EnqueueOptions(**changes))
+
+
+def after_ids(after: Any) -> tuple[str, ...]:
+    """The job ids of an ``after=`` list: a ``duly.Job`` (or a job id), a ``duly.Group`` or a
+    ``duly.Workflow`` (all its jobs); TypeError for anything else."""
+    if isinstance(after, str | bytes) or not isinstance(after, Sequence | set | frozenset):
+        raise TypeError(f"after= takes a list of jobs, groups or job ids, got {after!r}")
+    ids: list[str] = []
+    for item in after:
+        if isinstance(item, str):
+            ids.append(item)
+        elif isinstance(getattr(item, "jobs", None), list):
+            ids.extend(after_ids(item.jobs))
+        elif isinstance(getattr(item, "id", None), str):
+            ids.append(item.id)
+        else:
+            raise TypeError(f"after= takes jobs, groups or job ids, got {item!r}")
+    return tuple(dict.fromkeys(ids))
 
 
 def build_all(signatures: Sequence[Signature], now: float) -> list[NewJob]:

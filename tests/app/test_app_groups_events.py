@@ -53,11 +53,15 @@ def test_on_complete_runs_once_and_sees_the_summary(app: duly.App, run_burst) ->
     statuses = [app.get_job(j.id).status for j in group.jobs]  # type: ignore[union-attr]
     assert statuses == ["succeeded", "failed", "succeeded"]
     assert {j.key for j in app.jobs(key="event:9")} == {"event:9"}
-    # A failed member is retryable on its own; the group does not count it again.
+    # A failed member is retryable on its own: it fails again, the group counts its new
+    # outcome (still one failure) and on_complete does not run again.
     assert app.retry(group.jobs[1].id)
     run_burst(app)
     assert len(seen) == 1
-    assert app.get_group(group.id) == info
+    again = app.get_group(group.id)
+    assert again is not None and (again.succeeded, again.failed, again.pending) == (2, 1, 0)
+    assert again.completed_at is not None and again.completed_at >= info.completed_at
+    assert again.callback_job_id == group.id
 
 
 def test_a_group_refuses_bad_input_and_stores_nothing(app: duly.App) -> None:

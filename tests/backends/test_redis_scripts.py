@@ -35,6 +35,7 @@ def test_the_includes_are_the_capability_files() -> None:
     assert known_includes() == [
         "_cancel",
         "_concurrency",
+        "_dependencies",
         "_events",
         "_freshness",
         "_groups",

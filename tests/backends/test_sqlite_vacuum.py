@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,43 @@ def pages(conn: sqlite3.Connection) -> tuple[int, int]:
     [(count,)] = conn.execute("PRAGMA page_count")
     [(free,)] = conn.execute("PRAGMA freelist_count")
     return count, free
+
+
+def test_a_wal_that_readers_kept_from_starting_over_is_emptied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checkpoint starvation (bench/retention.py: a 92 MB WAL under steady load): while some
+    reader always holds a snapshot the WAL never restarts, so the Checkpointer empties it once
+    it is past WAL_TRUNCATE_FRAMES and the readers moved on."""
+    from duly.backends.sqlite import _thread
+    from duly.backends.sqlite._connection import connect
+
+    monkeypatch.setattr(_thread, "WAL_TRUNCATE_FRAMES", 200)
+    path = tmp_path / "wal.db"
+    writer = connect(str(path), 10_000)
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    writer.execute("CREATE TABLE t (x BLOB)")
+    reader = connect(str(path), 10_000)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM t").fetchall()  # an old snapshot pins the WAL
+    for _ in range(300):
+        writer.execute("INSERT INTO t VALUES (randomblob(3000))")
+    wal = Path(f"{path}-wal")
+    grown = wal.stat().st_size
+    assert grown > 300 * 3000
+    reader.execute("COMMIT")
+
+    checkpointer = _thread.Checkpointer(lambda: connect(str(path), 10_000))
+    try:
+        checkpointer.kick()
+        for _ in range(500):
+            if checkpointer.checkpoints:
+                break
+            time.sleep(0.01)
+        assert checkpointer.checkpoints == 1
+    finally:
+        checkpointer.stop()
+    assert wal.stat().st_size == 0
+    assert writer.execute("SELECT count(*) FROM t").fetchone()[0] == 300
+    writer.close()
+    reader.close()

@@ -100,7 +100,9 @@ async def test_last_outcome_queues_the_callback_once(backend: Backend) -> None:
     assert await claim_ids(backend, W2) == [group.id]
 
 
-async def test_a_retried_member_neither_counts_again_nor_refires(backend: Backend) -> None:
+async def test_a_retried_member_counts_its_new_outcome_and_never_refires(
+    backend: Backend,
+) -> None:
     group, members = make_group(1)
     await backend.groups.store(group, members)
     [m] = members
@@ -109,10 +111,16 @@ async def test_a_retried_member_neither_counts_again_nor_refires(backend: Backen
     assert await claim_ids(backend, W1) == [group.id]
     assert await finish_one(backend, W1, ok(group.id), T0 + 2)
     assert await backend.retry(m.id, T0 + 3)
+    record = await backend.groups.get(group.id)
+    assert record is not None
+    assert (record.succeeded, record.failed, record.total) == (0, 0, 1)  # pending again
+    assert record.completed_at is None and record.first_completed_at == pytest.approx(T0 + 1)
     assert await claim_ids(backend, W1) == [m.id]
     assert await finish_one(backend, W1, ok(m.id), T0 + 4)
     record = await backend.groups.get(group.id)
-    assert record is not None and (record.succeeded, record.failed) == (0, 1)
+    assert record is not None and (record.succeeded, record.failed) == (1, 0)
+    assert record.completed_at == pytest.approx(T0 + 4)
+    assert record.first_completed_at == pytest.approx(T0 + 1)
     assert (await job(backend, group.id)).status == "succeeded"  # not queued again
 
 

@@ -44,7 +44,9 @@ def run_driver(
     """Run ``driver`` (Python source) with ``DULY_URL`` set; the JSON of its last output line.
     The namespace is dropped afterwards."""
     url = example_url(backend, tmp_path)
-    full_env = {**os.environ, "DULY_URL": url, "PYTHONPATH": str(ROOT), **(env or {})}
+    # This checkout's examples and duly (not whichever duly the interpreter has installed).
+    path = os.pathsep.join([str(ROOT), str(ROOT / "src")])
+    full_env = {**os.environ, "DULY_URL": url, "PYTHONPATH": path, **(env or {})}
     try:
         out = subprocess.run(
             [sys.executable, "-c", driver],

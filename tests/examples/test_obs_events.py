@@ -105,13 +105,13 @@ duly.testing.run_jobs(app, rotations, concurrency=4, scheduler=False)
 # 3. every event fanned out to one group, whose on_complete stamped it processed
 def groups():
     with obs.store() as db:
-        rows = db.execute("SELECT id, group_id, processed_at, failed_jobs FROM events").fetchall()
+        rows = db.execute("SELECT id, processed_at, failed_jobs FROM events").fetchall()
     out = {}
     for row in rows:
-        info = app.get_group(row["group_id"]) if row["group_id"] else None
-        callback = app.get_job(row["group_id"]) if row["group_id"] else None
+        info = app.get_group(obs.group_id(row["id"]))
+        callback = info and info.callback_job_id and app.get_job(info.callback_job_id)
         out[row["id"]] = {
-            "group": row["group_id"],
+            "group": info and info.id,
             "processed": row["processed_at"] is not None,
             "failed_jobs": row["failed_jobs"],
             "counts": info and [info.total, info.succeeded, info.failed, info.pending],
@@ -129,6 +129,8 @@ poll = obs.update_notification_events.enqueue()
 duly.testing.run_jobs(app, [poll], scheduler=False)
 duly.testing.run_jobs(app, scheduler=False)
 failed = app.jobs(status="failed")
+again = obs.fan_out(bob_event)  # a tick that read bob's event again: the same group
+refanned = {"id": again.id, "deduplicated": again.deduplicated, "jobs": len(again.jobs)}
 obs.subscribe("home:bob", "bob@example.org")
 retried = [app.retry(j.id) for j in failed]
 retried_twice = [app.retry(j.id) for j in failed]
@@ -159,6 +161,7 @@ print(json.dumps({
     "fanned": fanned,
     "groups_at_end": groups(),
     "bob_event": bob_event,
+    "refanned": refanned,
     "failed": [
         {"task": j.task, "args": j.args, "attempts": j.attempts, "error": j.error}
         for j in failed
@@ -281,10 +284,19 @@ def test_a_failure_is_visible_and_a_retry_succeeds(report: Any) -> None:
     assert report["after_retry"] == [{"status": "succeeded", "result": ["bob@example.org"]}]
     assert report["still_failed"] == []
     assert report["bob_mails"] == 1
-    # bob's event: its group completed with the failure counted once; the retry that
-    # succeeded later neither counts again nor runs on_complete again
+    # bob's event: fanned out again, its stored group answers (nothing enqueued twice); the
+    # retry that succeeded later counts as succeeded, and on_complete ran once (when every
+    # job first had an outcome: it stamped the failure then)
     bob = report["groups_at_end"][str(report["bob_event"])]
-    assert bob["counts"] == [3, 2, 1, 0] and bob["failed_jobs"] == 1
+    assert report["refanned"] == {
+        "id": f"obs-event:{report['bob_event']}",
+        "deduplicated": True,
+        "jobs": 3,
+    }
+    assert bob["members"] == sorted(
+        ["log_project_event", "mark_event_processed", "notify_backend", "send_event_emails"]
+    )
+    assert bob["counts"] == [3, 3, 0, 0] and bob["failed_jobs"] == 1
     assert bob["callback"] == ["succeeded", 1]
 
 

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from duly._cli.common import app_options, echo_json, find_or_fail, load_app, translate_errors
-from duly._groups import GroupInfo
+from duly._groups import GroupInfo, is_group_id
 
 __all__ = ["groups"]
 
@@ -50,7 +50,7 @@ def groups(group_id: str, as_json: bool, app_path: str | None, url: str | None) 
         [
             {"id": j.id, "task": j.task, "status": j.status}
             for j in app.jobs(key=info.key, limit=10_000)
-            if j.id != info.id
+            if not is_group_id(j.id)  # the callback (a group's id) is no member
         ]
         if info.key is not None
         else []

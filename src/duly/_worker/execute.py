@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from duly._context import JobContext, _current
+from duly._context import JobContext, RunContext, _current
 from duly._errors import (
     ArgumentsMismatch,
     JobTimeout,
@@ -20,10 +22,13 @@ from duly._errors import (
 )
 from duly._groups import is_group_id
 from duly._records import JobRecord, Outcome
+from duly._retry import Backoff, RetryDelay, retry_delay
 from duly._sealing import open_without_key
 from duly._secrets import scrub, secret_values
 from duly._serialization import decode, encode
+from duly._worker.around import call_around, run_around
 from duly._worker.frames import user_traceback
+from duly._workflows import piped_payload
 
 if TYPE_CHECKING:
     from duly._app import App
@@ -31,6 +36,10 @@ if TYPE_CHECKING:
     from duly._worker.threads import ThreadRunner
 
 __all__ = ["Execution", "error_entry", "failure_outcome"]
+
+log = logging.getLogger("duly.worker")
+#: What a custom backoff that failed is replaced by (``App.task``'s default).
+DEFAULT_BACKOFF = Backoff()
 
 #: Failures kept per job (the oldest are dropped first).
 MAX_ERRORS_KEPT = 20
@@ -69,6 +78,16 @@ def _append_error(record: JobRecord, entry: dict[str, Any]) -> bytes:
     return encode(errors[-MAX_ERRORS_KEPT:])
 
 
+def _backoff_seconds(backoff: Backoff | RetryDelay, record: JobRecord, exc: BaseException) -> float:
+    """The task's backoff for this failure; a custom backoff that raises or answers nonsense
+    is logged and the default one used, so the retry the task asked for still happens."""
+    try:
+        return retry_delay(backoff, record.attempts, exc)
+    except Exception:
+        log.exception("job %s: its backoff failed; retrying with the default backoff", record.id)
+        return DEFAULT_BACKOFF.delay(record.attempts)
+
+
 def failure_outcome(
     app: App,
     task: Task[Any, Any] | None,
@@ -88,7 +107,7 @@ def failure_outcome(
         timeout_retried = config.retry_timeouts or not isinstance(exc, JobTimeout)
         retryable = timeout_retried and not isinstance(exc, _NEVER_RETRIED)
         if retryable and isinstance(exc, config.retry_on) and record.attempts < record.max_attempts:
-            run_at = now + config.backoff.delay(record.attempts)
+            run_at = now + _backoff_seconds(config.backoff, record, exc)
             return Outcome(record.id, "retry", errors=errors, run_at=run_at)
         keep = config.failed_retention
     else:
@@ -124,7 +143,8 @@ class Execution:
             return failure_outcome(app, None, record, exc, app.clock.now()), exc
         try:
             payload = record.payload if app.sealer is None else app.sealer.open(record.payload)
-            args, kwargs = task.spec.decode_call(open_without_key(payload))
+            payload = await piped_payload(app, record, open_without_key(payload))
+            args, kwargs = task.spec.decode_call(payload)
         except ArgumentsMismatch as mismatch:  # the task changed since this job was stored
             return self._failed(app, task, mismatch)
         except ValueError as decode_error:
@@ -142,20 +162,34 @@ class Execution:
         )
         timeout = task.config.timeout
         deadline: asyncio.Timeout | None = None
+        hooks = app.hooks
+        around = (
+            RunContext(context, tuple(args), kwargs, record.headers)
+            if hooks.watching("around_run")
+            else None
+        )
         token = _current.set(context)
         try:
             if task.is_async:
                 # Awaited in this very frame (no inner Task), so a SystemExit or
                 # KeyboardInterrupt raised by the task is caught here, not by the loop.
+                if around is None:
+                    awaited = task.fn(*args, **kwargs)
+                else:
+                    awaited = run_around(hooks.arounds, around, lambda: task.fn(*args, **kwargs))
                 if timeout is None:
-                    value = await task.fn(*args, **kwargs)
+                    value = await awaited
                 else:
                     deadline = asyncio.timeout(timeout)
                     async with deadline:
-                        value = await task.fn(*args, **kwargs)
+                        value = await awaited
             else:
                 ctx = contextvars.copy_context()
-                value = await threads.run(lambda: task.fn(*args, **kwargs), ctx, timeout)
+                if around is None:
+                    call = lambda: task.fn(*args, **kwargs)  # noqa: E731
+                else:
+                    call = partial(call_around, hooks.arounds, around, task.fn)
+                value = await threads.run(call, ctx, timeout)
             outcome = task.success_outcome(
                 record, value, app.clock.now(), self._expire_at(app, task)
             )

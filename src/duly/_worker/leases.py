@@ -29,7 +29,9 @@ import contextlib
 import json
 import logging
 import os
+import select
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -45,10 +47,23 @@ log = logging.getLogger("duly.supervisor")
 
 
 class LeaseShare:
-    """A child's end: tells the supervisor, through the pipe ``fd``, the jobs held here."""
+    """A child's end: tells the supervisor, through the pipe ``fd``, the jobs held here.
+
+    The pipe is non-blocking: a supervisor that stops reading (frozen, or swapped out) must
+    not stop this process. A message that does not fit is dropped, and the next heartbeat's
+    ``held`` (every job held then) makes up for it; a line written in part is finished before
+    any other, so the supervisor never reads a torn one."""
+
+    #: How long ``bye`` waits for a full pipe to drain (the other messages never wait).
+    BYE_WAIT = 1.0
 
     def __init__(self, fd: int) -> None:
         self.fd: int | None = fd
+        os.set_blocking(fd, False)
+        #: The end of a line the pipe took only in part.
+        self._rest = b""
+        #: Messages dropped since the last one that went through.
+        self.dropped = 0
 
     def add(self, worker: str, job_ids: Iterable[str]) -> None:
         """Jobs about to start here (written before their code runs)."""
@@ -60,20 +75,45 @@ class LeaseShare:
 
     def bye(self, worker: str) -> None:
         """This worker is about to unregister: nothing more to renew."""
-        self._send({"worker": worker, "bye": True})
+        self._send({"worker": worker, "bye": True}, wait=self.BYE_WAIT)
 
-    def _send(self, message: dict[str, object]) -> None:
+    def _send(self, message: dict[str, object], wait: float = 0.0) -> None:
         if self.fd is None:
             return
-        data = memoryview(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+        line = json.dumps(message, separators=(",", ":")).encode() + b"\n"
+        deadline = time.monotonic() + wait
         try:
-            while data:  # a blocking pipe: one writer, so lines never interleave
-                data = data[os.write(self.fd, data) :]
+            while not self._write(line):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.dropped += 1  # the next heartbeat's "held" says it all again
+                    return
+                select.select([], [self.fd], [], left)
         except OSError as exc:  # the supervisor is gone: this process renews its own leases
             log.warning("lease share: the supervisor's pipe is closed (%s)", exc)
             with contextlib.suppress(OSError):
                 os.close(self.fd)
             self.fd = None
+
+    def _write(self, line: bytes) -> bool:
+        """Write what is left of the last line, then ``line``; False if ``line`` did not go
+        (nothing of it written), True once it went, whole or in part (its rest goes first
+        next time)."""
+        assert self.fd is not None
+        if self._rest:
+            try:
+                self._rest = self._rest[os.write(self.fd, self._rest) :]
+            except BlockingIOError:
+                return False
+            if self._rest:
+                return False
+        try:
+            written = os.write(self.fd, line)
+        except BlockingIOError:
+            return False
+        self._rest = line[written:]
+        self.dropped = 0
+        return True
 
 
 class _Child:

@@ -55,6 +55,7 @@ from duly.backends.postgres import (
     _workers,
 )
 from duly.backends.postgres._connection import Connection
+from duly.backends.postgres._dependencies import PostgresDependencies
 from duly.backends.postgres._events import PostgresEvents
 from duly.backends.postgres._freshness import PostgresFreshness
 from duly.backends.postgres._groups import PostgresGroups
@@ -93,6 +94,7 @@ class PostgresBackend:
         # Capabilities (duly.backends.capability): one object each, over this connection.
         self.freshness = PostgresFreshness(db)
         self.groups = PostgresGroups(db)
+        self.dependencies = PostgresDependencies(db)
         self.events = PostgresEvents(db)
         self.webhooks = PostgresWebhooks(db)
         self.pausing = PostgresPausing(db)

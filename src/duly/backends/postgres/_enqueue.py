@@ -160,6 +160,8 @@ def enqueue_plan(
         for i in pending:
             job = jobs[i]
             if job.id in inserted:
+                # An id twice in the batch (a caller's own id) is stored once: the first.
+                inserted.discard(job.id)
                 results[i] = EnqueueResult(job.id)
             elif job.unique_key is None:  # its id is already stored (a resend)
                 results[i] = EnqueueResult(job.id, deduplicated=True)

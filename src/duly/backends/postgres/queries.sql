@@ -802,9 +802,38 @@ INSERT INTO {schema}.groups (id, key, created_at, total, pending, retention, has
 SELECT %(id)s, %(key)s, %(created_at)s, %(total)s, %(total)s, %(retention)s, %(has_callback)s
 WHERE (SELECT count(*) FROM members) = %(total)s;
 
+-- name: group_name_take
+-- First statement of a named group's enqueue_group (0011): its row, unless a stored group has
+-- the name (a concurrent store of it waits here for the first to commit). Returns its id when
+-- inserted; then the members are stored and marked (group_mark).
+INSERT INTO {schema}.groups
+    (id, key, created_at, total, pending, retention, has_callback, name, members)
+VALUES (%(id)s, %(key)s, %(created_at)s, %(total)s, %(total)s, %(retention)s, %(has_callback)s,
+        %(name)s, %(members)s::text[])
+ON CONFLICT (name) WHERE name IS NOT NULL DO NOTHING
+RETURNING id;
+
+-- name: group_named
+-- The stored group of this name (group_name_take found it), with its members.
+SELECT id, members FROM {schema}.groups WHERE name = %(name)s;
+
+-- name: group_mark
+-- A named group's last statement, after its row and its jobs: mark the members, take the
+-- callback's due time away. Returns how many members it marked.
+WITH waits AS (
+    UPDATE {schema}.jobs j SET scheduled_for = NULL
+    WHERE j.id = %(id)s AND %(has_callback)s
+    RETURNING 1
+)
+UPDATE {schema}.jobs j SET group_id = %(id)s
+WHERE j.id = ANY(%(members)s::text[]);
+
 -- name: get_group
-SELECT id, key, created_at, total, succeeded, failed, cancelled, completed_at, has_callback
-FROM {schema}.groups WHERE id = %(id)s;
+-- By id, or by name (a name never has the form of a generated id: duly._groups refuses it).
+SELECT id, key, created_at, total, succeeded, failed, cancelled, completed_at, has_callback,
+       first_completed_at, name
+FROM {schema}.groups WHERE id = %(id)s OR name = %(id)s
+LIMIT 1;
 
 -- name: events_wait_mark
 -- First step of wait_for_events, before events_allocated: the writers notify the events channel
@@ -909,6 +938,81 @@ FROM {schema}.webhooks WHERE digest = %(digest)s;
 DELETE FROM {schema}.webhooks WHERE digest = %(digest)s
 RETURNING 1;
 
+-- Dependencies (duly.backends.dependencies, migrations/0015_dependencies.sql: the trigger
+-- releases and cancels dependents; these store them and read).
+
+-- name: dependency_lock
+-- First statement of enqueue_after: the stored dependencies, locked FOR SHARE in id order, so
+-- none ends (its trigger would miss the rows this transaction adds) before it commits.
+SELECT j.id FROM {schema}.jobs j
+WHERE j.id = ANY(%(ids)s::text[])
+ORDER BY j.id
+FOR SHARE;
+
+-- name: dependency_wait
+-- After `enqueue` stored the dependent `scheduled` for +inf: its links, and its row (its
+-- dependencies not succeeded yet, its chain input if that one succeeded already, the first
+-- one already failed or cancelled); then queued at once (none waiting), cancelled at once (a
+-- dependency failed or was cancelled: as the trigger would have), or left waiting with no due
+-- time. Returns its status.
+WITH links AS (
+    INSERT INTO {schema}.job_after (after_id, job_id)
+    SELECT DISTINCT d, %(id)s FROM unnest(%(after)s::text[]) AS d
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+),
+deps AS (
+    SELECT j.id, j.task, j.status, j.result
+    FROM {schema}.jobs j WHERE j.id = ANY(%(after)s::text[])
+),
+cause AS (
+    SELECT d.id, d.task, d.status FROM deps d
+    WHERE d.status IN ('failed', 'cancelled') ORDER BY d.id LIMIT 1
+),
+wait AS (
+    INSERT INTO {schema}.job_waits (job_id, waiting, pipe_from, input, failed_by, retention)
+    SELECT %(id)s,
+           (SELECT count(*) FROM deps d WHERE d.status <> 'succeeded'),
+           %(pipe_from)s,
+           (SELECT d.result FROM deps d WHERE d.id = %(pipe_from)s AND d.status = 'succeeded'),
+           (SELECT c.id FROM cause c),
+           %(retention)s
+    RETURNING waiting, failed_by
+)
+UPDATE {schema}.jobs j
+SET status = CASE WHEN w.waiting = 0 THEN 'queued'
+                  WHEN w.failed_by IS NOT NULL THEN 'cancelled'
+                  ELSE j.status END,
+    scheduled_for = CASE WHEN w.waiting = 0 THEN j.enqueued_at END,
+    position = CASE WHEN w.waiting = 0 THEN j.enqueued_at ELSE j.position END,
+    finished_at = CASE WHEN w.waiting > 0 AND w.failed_by IS NOT NULL THEN %(now)s END,
+    expire_at = CASE WHEN w.waiting > 0 AND w.failed_by IS NOT NULL
+                     THEN %(now)s + %(retention)s END,
+    unique_key = CASE WHEN w.waiting > 0 AND w.failed_by IS NOT NULL THEN NULL
+                      ELSE j.unique_key END,
+    errors = CASE WHEN w.waiting > 0 AND w.failed_by IS NOT NULL THEN
+        convert_to(jsonb_build_array(jsonb_build_object(
+            'type', 'DependencyFailed',
+            'message', (SELECT 'dependency ' || c.id || ' (' || c.task || ') '
+                               || CASE WHEN c.status = 'failed' THEN 'failed'
+                                       ELSE 'was cancelled' END FROM cause c),
+            'traceback', '',
+            'at', %(now)s::double precision,
+            'attempt', 0))::text, 'UTF8')
+        ELSE j.errors END
+FROM wait w, (SELECT count(*) FROM links) AS linked
+WHERE j.id = %(id)s
+RETURNING j.status, j.queue;
+
+-- name: dependents
+SELECT a.job_id FROM {schema}.job_after a WHERE a.after_id = %(id)s ORDER BY a.job_id;
+
+-- name: dependency_input
+SELECT w.input FROM {schema}.job_waits w WHERE w.job_id = %(id)s;
+
+-- name: dependency_wake
+-- enqueue_after: a dependent queued at once wakes its queue's workers.
+SELECT pg_notify(%(channel)s, %(queue)s);
 
 -- Paused queues (0012_paused_queues.sql).
 

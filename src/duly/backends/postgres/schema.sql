@@ -1,4 +1,4 @@
--- The schema every migration applied gives (migrations/0001 .. 0009), in one file to read.
+-- The schema every migration applied gives (migrations/0001 .. 0009, 0015), in one file to read.
 --
 -- Not run by duly: migrations/ build and upgrade a schema (PostgresBackend.migrate). This file is
 -- kept equal to their result: tests/backends/test_postgres_schema.py runs it on an empty schema
@@ -147,9 +147,14 @@ CREATE TABLE {schema}.groups (
     completed_at double precision,
     retention    double precision NOT NULL,
     expire_at    double precision,
-    has_callback boolean          NOT NULL
+    has_callback boolean          NOT NULL,
+    -- 0011: idempotent groups, current outcomes
+    name         text COLLATE "C",
+    members      text[],
+    first_completed_at double precision
 );
 CREATE INDEX groups_expire ON {schema}.groups (expire_at) WHERE expire_at IS NOT NULL;
+CREATE UNIQUE INDEX groups_name ON {schema}.groups (name) WHERE name IS NOT NULL;
 
 CREATE TABLE {schema}.group_settled (
     job_id   text COLLATE "C" PRIMARY KEY,
@@ -246,7 +251,8 @@ BEGIN
 END
 $$;
 
--- Events and groups: statement-level triggers on jobs (0005, as 0007 replaced their functions).
+-- Events and groups: statement-level triggers on jobs (0005, as 0007 and 0011 replaced their
+-- functions).
 CREATE FUNCTION {schema}.jobs_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO {schema}.events (job_id, task, queue, key, status)
@@ -277,6 +283,45 @@ BEGIN
     IF (SELECT w.last_value FROM {schema}.events_waited_until w)
        > extract(epoch FROM clock_timestamp()) * 1000 THEN
         PERFORM pg_notify(left('duly_ev_' || TG_TABLE_SCHEMA, 63), '');
+    END IF;
+    IF EXISTS (
+        SELECT 1 FROM new_jobs n
+        WHERE n.group_id IS NOT NULL AND n.status IN ('scheduled', 'queued', 'running', 'retrying')
+    ) THEN
+        -- 0011: a counted member back in an active state (an operator retry) takes its
+        -- outcome back: pending again, the group not complete until it ends again.
+        WITH unsettled AS (
+            DELETE FROM {schema}.group_settled s
+            USING new_jobs n JOIN old_jobs o ON o.id = n.id
+            WHERE s.job_id = n.id AND n.group_id IS NOT NULL
+              AND o.status IN ('succeeded', 'failed', 'cancelled')
+              AND n.status IN ('scheduled', 'queued', 'running', 'retrying')
+            RETURNING s.job_id, s.group_id
+        ),
+        counts AS (
+            SELECT u.group_id,
+                   count(*) AS n,
+                   count(*) FILTER (WHERE o.status = 'succeeded') AS ok,
+                   count(*) FILTER (WHERE o.status = 'failed') AS bad,
+                   count(*) FILTER (WHERE o.status = 'cancelled') AS stopped
+            FROM unsettled u JOIN old_jobs o ON o.id = u.job_id
+            GROUP BY u.group_id
+        ),
+        locked AS MATERIALIZED (
+            SELECT g.id FROM {schema}.groups g
+            WHERE g.id IN (SELECT group_id FROM counts)
+            ORDER BY g.id
+            FOR UPDATE
+        )
+        UPDATE {schema}.groups g
+        SET pending = g.pending + c.n,
+            succeeded = g.succeeded - c.ok,
+            failed = g.failed - c.bad,
+            cancelled = g.cancelled - c.stopped,
+            completed_at = NULL,
+            expire_at = NULL
+        FROM counts c JOIN locked l ON l.id = c.group_id
+        WHERE g.id = c.group_id;
     END IF;
     IF NOT EXISTS (
         SELECT 1 FROM new_jobs n
@@ -318,6 +363,8 @@ BEGIN
                 failed = g.failed + c.bad,
                 cancelled = g.cancelled + c.stopped,
                 completed_at = CASE WHEN g.pending = c.n THEN c.at END,
+                first_completed_at = coalesce(g.first_completed_at,
+                                              CASE WHEN g.pending = c.n THEN c.at END),
                 expire_at = CASE WHEN g.pending = c.n THEN c.at + g.retention END
             FROM counts c JOIN locked l ON l.id = c.group_id
             WHERE g.id = c.group_id
@@ -341,3 +388,127 @@ END $$;
 CREATE TRIGGER jobs_updated AFTER UPDATE ON {schema}.jobs
 REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs
 FOR EACH STATEMENT EXECUTE FUNCTION {schema}.jobs_updated();
+
+-- Dependencies (0015): a dependent waits in job_waits, one job_after row per dependency; the
+-- jobs_updated_dependencies trigger releases or cancels it in the statement that ends its
+-- dependency (after jobs_updated: triggers of one event fire in name order).
+CREATE TABLE {schema}.job_after (
+    after_id text COLLATE "C" NOT NULL,
+    job_id   text COLLATE "C" NOT NULL,
+    PRIMARY KEY (after_id, job_id)
+);
+CREATE INDEX job_after_job ON {schema}.job_after (job_id);
+
+CREATE TABLE {schema}.job_waits (
+    job_id    text COLLATE "C" PRIMARY KEY,
+    waiting   integer          NOT NULL,
+    pipe_from text COLLATE "C",
+    input     bytea,
+    failed_by text COLLATE "C",
+    retention double precision NOT NULL
+);
+
+CREATE FUNCTION {schema}.jobs_dependencies() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    woken text;
+    waiters text[];
+    released_at double precision;
+BEGIN
+    IF NOT EXISTS (
+        SELECT 1 FROM new_jobs n WHERE n.status IN ('succeeded', 'failed', 'cancelled')
+    ) OR NOT EXISTS (
+        SELECT 1 FROM new_jobs n JOIN {schema}.job_after a ON a.after_id = n.id
+        WHERE n.status IN ('succeeded', 'failed', 'cancelled')
+    ) THEN
+        RETURN NULL;  -- no dependency ended: nothing to do
+    END IF;
+    SELECT array_agg(DISTINCT a.job_id ORDER BY a.job_id), max(n.finished_at)
+    INTO waiters, released_at
+    FROM new_jobs n JOIN old_jobs o ON o.id = n.id
+    JOIN {schema}.job_after a ON a.after_id = n.id
+    WHERE n.status = 'succeeded' AND o.status <> 'succeeded';
+    IF waiters IS NOT NULL THEN
+        PERFORM 1 FROM {schema}.job_waits w
+        WHERE w.job_id = ANY (waiters) ORDER BY w.job_id FOR UPDATE;
+        UPDATE {schema}.job_waits w
+        SET waiting = w.waiting - c.n,
+            input = coalesce(
+                (SELECT p.result FROM new_jobs p JOIN old_jobs q ON q.id = p.id
+                 WHERE p.id = w.pipe_from AND p.status = 'succeeded'
+                   AND q.status <> 'succeeded'),
+                w.input)
+        FROM (SELECT a.job_id, count(*) AS n
+              FROM new_jobs n JOIN old_jobs o ON o.id = n.id
+              JOIN {schema}.job_after a ON a.after_id = n.id
+              WHERE n.status = 'succeeded' AND o.status <> 'succeeded'
+              GROUP BY a.job_id) c
+        WHERE w.job_id = c.job_id;
+        FOR woken IN
+            WITH released AS (
+                UPDATE {schema}.jobs j
+                SET status = 'queued', scheduled_for = released_at, position = released_at,
+                    finished_at = NULL, expire_at = NULL
+                FROM {schema}.job_waits w
+                WHERE w.job_id = j.id AND j.id = ANY (waiters) AND w.waiting = 0
+                  AND ((j.status = 'scheduled' AND j.scheduled_for IS NULL)
+                       OR (j.status = 'cancelled' AND w.failed_by IS NOT NULL))
+                RETURNING j.id, j.queue
+            ),
+            cleared AS (
+                UPDATE {schema}.job_waits w SET failed_by = NULL
+                FROM released r WHERE w.job_id = r.id AND w.failed_by IS NOT NULL
+                RETURNING 1
+            )
+            SELECT DISTINCT queue FROM released
+        LOOP
+            PERFORM pg_notify('duly_' || TG_TABLE_SCHEMA, woken);
+        END LOOP;
+    END IF;
+    WITH failing AS (
+        SELECT n.id, n.task, n.status, n.finished_at
+        FROM new_jobs n JOIN old_jobs o ON o.id = n.id
+        WHERE n.status IN ('failed', 'cancelled') AND o.status <> n.status
+    ),
+    marked AS (
+        UPDATE {schema}.job_waits w SET failed_by = f.id
+        FROM failing f
+        JOIN {schema}.job_after a ON a.after_id = f.id
+        JOIN {schema}.jobs j ON j.id = a.job_id
+        WHERE w.job_id = a.job_id AND j.status = 'scheduled' AND j.scheduled_for IS NULL
+        RETURNING w.job_id, w.retention, f.id AS cause, f.task AS cause_task,
+                  f.status AS cause_status, f.finished_at AS at
+    )
+    UPDATE {schema}.jobs j
+    SET status = 'cancelled', finished_at = m.at, unique_key = NULL,
+        expire_at = m.at + m.retention,
+        errors = convert_to((
+            coalesce(convert_from(j.errors, 'UTF8')::jsonb, '[]'::jsonb)
+            || jsonb_build_array(jsonb_build_object(
+                'type', 'DependencyFailed',
+                'message', 'dependency ' || m.cause || ' (' || m.cause_task || ') '
+                           || CASE WHEN m.cause_status = 'failed' THEN 'failed'
+                                   ELSE 'was cancelled' END,
+                'traceback', '',
+                'at', m.at,
+                'attempt', j.attempts))
+        )::text, 'UTF8')
+    FROM marked m
+    WHERE j.id = m.job_id AND j.status = 'scheduled' AND j.scheduled_for IS NULL;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER jobs_updated_dependencies AFTER UPDATE ON {schema}.jobs
+REFERENCING OLD TABLE AS old_jobs NEW TABLE AS new_jobs
+FOR EACH STATEMENT EXECUTE FUNCTION {schema}.jobs_dependencies();
+
+CREATE FUNCTION {schema}.jobs_deleted_dependencies() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM {schema}.job_after a USING old_jobs o WHERE a.after_id = o.id;
+    DELETE FROM {schema}.job_after a USING old_jobs o WHERE a.job_id = o.id;
+    DELETE FROM {schema}.job_waits w USING old_jobs o WHERE w.job_id = o.id;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER jobs_deleted_dependencies AFTER DELETE ON {schema}.jobs
+REFERENCING OLD TABLE AS old_jobs
+FOR EACH STATEMENT EXECUTE FUNCTION {schema}.jobs_deleted_dependencies();

@@ -45,6 +45,7 @@ from duly.backends.redis import (
     _workers,
 )
 from duly.backends.redis._connection import RedisConnection
+from duly.backends.redis._dependencies import RedisDependencies
 from duly.backends.redis._durable import Durability
 from duly.backends.redis._events import RedisEvents
 from duly.backends.redis._freshness import RedisFreshness
@@ -77,6 +78,7 @@ class RedisBackend:
         # Capabilities (duly.backends.capability): one object each, over this connection.
         self.freshness = RedisFreshness(conn)
         self.groups = RedisGroups(conn)
+        self.dependencies = RedisDependencies(conn)
         self.events = RedisEvents(conn)
         self.webhooks = RedisWebhooks(conn)
         self.pausing = RedisPausing(conn)

@@ -15,7 +15,7 @@ from typing import Any, Final
 from redis.cluster import RedisCluster as SyncRedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
-from duly._records import EnqueueResult, NewGroup, NewJob
+from duly._records import EnqueueResult, NewGroup, NewJob, StoredGroup
 from duly.backends.redis import _codec
 from duly.backends.redis._connection import RedisConnection
 from duly.backends.redis._keys import Keyspace
@@ -45,7 +45,13 @@ def _chunks(
         if group is None:
             args.append("")
         else:
-            args += (group.id, group.key or "", float(group.created_at), group.retention)
+            args += (
+                group.id,
+                group.key or "",
+                float(group.created_at),
+                group.retention,
+                group.name or "",
+            )
         shared: tuple[Value, ...] = ()
         count_at = 0
         for job in jobs[start : start + chunk]:
@@ -208,9 +214,10 @@ def enqueue_blocking(
 
 async def store_group(
     conn: RedisConnection, group: NewGroup, jobs: Sequence[NewJob]
-) -> list[bytes | None]:
+) -> StoredGroup | list[bytes | None]:
     """Store a duly group: ``jobs`` (members, then the callback if any) in one call; per job,
-    None if stored, else the id it deduplicated to."""
+    None if stored, else the id it deduplicated to; or, when a stored group has the group's
+    name, that group (nothing stored)."""
     [args] = _chunks(conn.keys, jobs, group)
     keys = _keys(conn.keys)
     if conn.durability is None:
@@ -219,6 +226,9 @@ async def store_group(
         [reply] = await conn.durability.enqueue(
             conn.client, conn.scripts.enqueue, keys, [args], conn.safe_url
         )
+    if reply and reply[0] == 0:  # the name is taken: {0, its group's id, its members}
+        members = reply[2].decode()
+        return StoredGroup(reply[1].decode(), members.split(",") if members else [], True)
     found: list[bytes | None] = []
     _found(len(jobs), reply, found)
     return found

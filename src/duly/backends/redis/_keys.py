@@ -37,8 +37,14 @@ key                     type    content
 ``g:<id>``              hash    a group: ``n`` members, ``left`` not settled, ``succeeded`` /
                                 ``failed`` / ``cancelled`` counts, ``at`` created, ``ret``
                                 retention (s), ``k`` key, ``cb`` = 1 with a callback, ``done``
-                                completed_at; EXPIRE ``ret`` once complete
-``gs:<id>``             set     member ids whose outcome the group counted (once each)
+                                completed_at, ``f`` first completed_at (the callback queued),
+                                ``nm`` name and ``m`` member ids (``,``) of a named group;
+                                EXPIRE ``ret`` once complete (PERSIST while pending again)
+``gs:<id>``             set     member ids whose current outcome the group counts (once each)
+``gn:<name>``           string  the id of the stored group of that name (``app.group(id=)``);
+                                expires with the group
+``da:<id>``             set     ids of the jobs that wait (or waited) for job ``<id>``
+                                (``after=``); deleted with the job (purge)
 ``format``              string  the storage format of the namespace's data (format.py); absent
                                 with data = format 1 (duly 0.1.0 recorded none)
 ``wake`` (channel)      pubsub  a queue name is published when a job may be claimable in it
@@ -71,7 +77,10 @@ scheduled or ran ``again``), ``b`` started at, ``f`` finished_at, ``o`` result (
 ends ``cancelled`` ('' = none);
 concurrency control (absent for a plain job): ``u`` unique key (see below), ``U`` = ``1`` if the
 hold ends at start, ``ux`` hold expiry, ``g`` gate, ``G`` gate limit; ``gp`` the group of a
-group member. Times are Python
+group member; dependencies (lua/_dependencies.lua): ``dh`` = ``1`` on a job others wait for,
+and on a dependent ``aw`` its dependencies not succeeded yet, ``ap`` the one whose result is
+its chain input, ``ai`` that input, ``ab`` the dependency that cancelled it, ``ar`` seconds it
+is kept once so cancelled (a waiting dependent is ``scheduled`` with no ``d``). Times are Python
 ``repr(float)`` strings, so they read back exactly.
 
 Invariants every script keeps: a job is ``queued`` iff its id is in exactly one ``q:<queue>`` or
@@ -108,10 +117,11 @@ task, queue, ...]``). Entries with status names and ``n`` always (written before
 same. The last 100 000 events at least are kept; purge trims entries older than the stats
 retention. ``streams.py`` reads them.
 
-Groups: a member's first outcome (succeeded, failed, cancelled) is added to ``gs:<id>`` and
-counted in ``g:<id>`` by the script that records it (``settle_member``); the one that leaves
-none pending sets ``done`` and moves the callback job (id = the group's id, ``scheduled``
-with no ``d`` until then, in no index) to its ready zset.
+Groups: a member's outcome (succeeded, failed, cancelled) is added to ``gs:<id>`` and
+counted in ``g:<id>`` by the script that records it (``settle_member``); an operator retry
+takes it back (``unsettle_member`` in retry.lua). The one that leaves none pending sets
+``done`` and, the first time (``f``), moves the callback job (id = the group's id,
+``scheduled`` with no ``d`` until then, in no index) to its ready zset.
 
 Hand-off (lua/_handoff.lua): a worker process whose claim found nothing registers as idle
 (``iv:``, ``iw:``) and blocks on its inbox (``handoff.py``); enqueue.lua claims a plain new job
@@ -223,6 +233,9 @@ class Keyspace:
 
     def group(self, group_id: str) -> str:
         return f"{self.prefix}g:{group_id}"
+
+    def group_name(self, name: str) -> str:
+        return f"{self.prefix}gn:{name}"
 
     def idle(self, queue: str) -> str:
         return f"{self.prefix}iw:{queue}"

@@ -194,6 +194,7 @@ class Scripts:
 
     def __init__(self) -> None:
         self.enqueue = Script("enqueue")
+        self.enqueue_after = Script("enqueue_after")
         self.claim = Script("claim")
         self.heartbeat = Script("heartbeat")
         self.finish = Script("finish")

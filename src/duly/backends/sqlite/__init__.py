@@ -18,9 +18,9 @@ This module is the facade: each method hands over to its seam, a module of funct
 retry, drop), ``_lookups``, ``_workers``, ``_maintenance`` (promote, purge, stats rows),
 ``_concurrency`` (unique holds, gates, rate slots), ``_wake`` (what ``wait_for_work`` waits
 for), ``_migrate`` and ``_rows``; each capability is an object over the same connection
-(``_freshness``, ``_groups``, ``_events``, ``_webhooks``, ``_pausing``). SQL lives in
-``queries.sql`` (named queries) and ``migrations/`` (applied by ``migrate()``; ``schema.sql``
-shows the result).
+(``_freshness``, ``_groups``, ``_dependencies``, ``_events``, ``_webhooks``, ``_pausing``). SQL
+lives in ``queries.sql`` (named queries) and ``migrations/`` (applied by ``migrate()``;
+``schema.sql`` shows the result).
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ from duly.backends.sqlite import (
     _workers,
 )
 from duly.backends.sqlite._connection import QUERIES, SqliteConnection, path_from_url
+from duly.backends.sqlite._dependencies import SqliteDependencies
 from duly.backends.sqlite._events import SqliteEvents
 from duly.backends.sqlite._freshness import SqliteFreshness
 from duly.backends.sqlite._groups import SqliteGroups
@@ -90,6 +91,7 @@ class SqliteBackend:
         # Capabilities (duly.backends.capability): one object each, over this connection.
         self.freshness = SqliteFreshness(self._db, self._signal)
         self.groups = SqliteGroups(self._db, self._signal)
+        self.dependencies = SqliteDependencies(self._db, self._signal)
         self.events = SqliteEvents(self._db)
         self.webhooks = SqliteWebhooks(self._db)
         self.pausing = SqlitePausing(self._db, self._signal)

@@ -119,6 +119,9 @@ def connect(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
             )
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA temp_store = MEMORY")
+        # A dependent cancelled by a trigger cancels its own dependents through the same
+        # trigger (migrations/0011_dependencies.sql).
+        conn.execute("PRAGMA recursive_triggers = ON")
     except BaseException:
         conn.close()
         raise

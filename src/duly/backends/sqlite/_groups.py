@@ -1,8 +1,9 @@
 """Groups of SqliteBackend: the group's enqueue transaction and the reads.
 
-The writing that must be atomic with job changes (an event per status change, a member's outcome
-counted once, the callback queued by the last one) is done by the triggers of
-``migrations/0004_groups_events.sql``; this module stores groups and reads.
+The writing that must be atomic with job changes (an event per status change, a member's current
+outcome counted once, the callback queued by the first completion) is done by the triggers of
+``migrations/0004_groups_events.sql`` (as ``0007_group_names_current_outcomes.sql`` replaced
+them); this module stores groups and reads.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 import sqlite3
 from collections.abc import Callable, Sequence
 
-from duly._records import GroupRecord, NewGroup, NewJob
+from duly._records import GroupRecord, NewGroup, NewJob, StoredGroup
 from duly.backends.sqlite._connection import QUERIES, SqliteConnection, statements
 from duly.backends.sqlite._enqueue import enqueue_tx
 from duly.backends.sqlite._wake import WorkSignal
@@ -23,10 +24,11 @@ __all__ = ["SqliteGroups", "purge_groups"]
 
 def enqueue_group_tx(
     group: NewGroup, members: Sequence[NewJob]
-) -> Callable[[sqlite3.Connection], None]:
+) -> Callable[[sqlite3.Connection], StoredGroup]:
     """The group's transaction: its jobs as ``enqueue`` stores them, the members marked, the
     callback waiting with no due time, and the group row; ValueError (nothing stored) if an id
-    exists already."""
+    exists already. A named group whose name is stored already stores nothing: the stored
+    group answers (one writer at a time: the look-up and the insert cannot interleave)."""
     jobs = list(members)
     if group.callback is not None:
         # Inserted `scheduled` (so its one event says so), then its due time removed.
@@ -40,15 +42,22 @@ def enqueue_group_tx(
         "total": len(members),
         "retention": group.retention,
         "has_callback": int(group.callback is not None),
+        "name": group.name,
+        "members": None if group.name is None else ids,
     }
 
-    def enqueue_group(conn: sqlite3.Connection) -> None:
+    def enqueue_group(conn: sqlite3.Connection) -> StoredGroup:
+        if group.name is not None:
+            found = conn.execute(QUERIES["group_named"], {"name": group.name}).fetchone()
+            if found is not None:
+                return StoredGroup(found[0], json.loads(found[1] or "[]"), deduplicated=True)
         if any(result.deduplicated for result in store(conn)):
             raise ValueError(f"group {group.id!r}: a job id of it is already stored")
         conn.execute(QUERIES["group_members"], {"group": group.id, "ids": ids})
         if group.callback is not None:
             conn.execute(QUERIES["group_callback_waits"], {"group": group.id})
         conn.execute(QUERIES["insert_group"], row)
+        return StoredGroup(group.id, [job.id for job in members])
 
     return enqueue_group
 
@@ -60,9 +69,19 @@ def get_group(group_id: str) -> Callable[[sqlite3.Connection], GroupRecord | Non
         row = conn.execute(QUERIES["get_group"], {"id": group_id}).fetchone()
         if row is None:
             return None
-        gid, key, created_at, total, succeeded, failed, cancelled, completed_at, callback = row
+        gid, key, created_at, total, succeeded, failed, cancelled, completed_at, callback = row[:9]
         return GroupRecord(
-            gid, key, created_at, total, succeeded, failed, cancelled, completed_at, bool(callback)
+            gid,
+            key,
+            created_at,
+            total,
+            succeeded,
+            failed,
+            cancelled,
+            completed_at,
+            bool(callback),
+            first_completed_at=row[9],
+            name=row[10],
         )
 
     return read
@@ -81,10 +100,12 @@ class SqliteGroups:
         self._db = db
         self._signal = signal
 
-    async def store(self, group: NewGroup, members: Sequence[NewJob]) -> None:
+    async def store(self, group: NewGroup, members: Sequence[NewJob]) -> StoredGroup:
         """Store a group, its members and its waiting callback in one transaction."""
-        await self._db.transaction(enqueue_group_tx(group, members), "enqueue_group")
-        self._signal.note_local_change()
+        stored = await self._db.transaction(enqueue_group_tx(group, members), "enqueue_group")
+        if not stored.deduplicated:
+            self._signal.note_local_change()
+        return stored
 
     async def get(self, group_id: str) -> GroupRecord | None:
         """One group by id, or None."""

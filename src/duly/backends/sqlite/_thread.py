@@ -29,7 +29,17 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
-__all__ = ["CHECKPOINT_EVERY", "CHECKPOINT_ROWS", "Checkpointer", "SqliteThread", "timed", "waited"]
+__all__ = [
+    "CHECKPOINT_EVERY",
+    "CHECKPOINT_ROWS",
+    "TRUNCATE_WAIT_MS",
+    "WAL_TRUNCATE_FRAMES",
+    "Checkpointer",
+    "SqliteThread",
+    "checkpoint",
+    "timed",
+    "waited",
+]
 
 Opener = Callable[[], sqlite3.Connection]
 
@@ -38,6 +48,11 @@ Opener = Callable[[], sqlite3.Connection]
 #: checkpoint per 1000 WAL pages would (a claim or finish of 16 jobs writes 5 to 10 pages).
 CHECKPOINT_EVERY: Final = 100
 CHECKPOINT_ROWS: Final = 2000
+#: WAL frames (pages) past which the Checkpointer empties the WAL file (``checkpoint``):
+#: twice the backend's own autocheckpoint (``_connection.WAL_AUTOCHECKPOINT``), ~32 MB.
+WAL_TRUNCATE_FRAMES: Final = 8000
+#: How long that TRUNCATE waits for readers (and so holds new writers back) before it gives up.
+TRUNCATE_WAIT_MS: Final = 50
 
 
 @contextlib.contextmanager
@@ -245,6 +260,8 @@ class Checkpointer:
     about as often (``CHECKPOINT_EVERY``, ``CHECKPOINT_ROWS``) and checkpoints itself only past
     ``WAL_AUTOCHECKPOINT`` pages (then mostly copied already): a PASSIVE checkpoint never blocks
     a writer or a reader, and it runs in SQLite's C code, off the GIL, beside the writer.
+    Past ``WAL_TRUNCATE_FRAMES`` it also empties the WAL file (``checkpoint``), which readers
+    of other processes could otherwise keep growing.
     """
 
     def __init__(self, open_connection: Opener) -> None:
@@ -278,7 +295,7 @@ class Checkpointer:
                 try:
                     if conn is None:
                         conn = self._open_connection()
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    checkpoint(conn)
                     self.checkpoints += 1
                 except Exception:  # the writer reports outages; its own checkpoints go on
                     if conn is not None:
@@ -288,6 +305,29 @@ class Checkpointer:
         finally:
             if conn is not None:
                 conn.close()
+
+
+def checkpoint(conn: sqlite3.Connection) -> bool:
+    """A PASSIVE checkpoint, then a TRUNCATE one when the WAL is past ``WAL_TRUNCATE_FRAMES``;
+    True when the WAL file was emptied.
+
+    A WAL only starts over from its beginning when a writer finds it wholly copied and no
+    reader on any of its frames: with readers always somewhere (workers of several processes),
+    it never does, and the file grows without bound ("checkpoint starvation"; seen at 92 MB in
+    ``bench/retention.py``). TRUNCATE waits for the readers to move on to the file, so it runs
+    with a short busy timeout: while it waits, new writers wait too, so it gives up after
+    ``TRUNCATE_WAIT_MS`` and the next kick tries again.
+    """
+    [(_, frames, _)] = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    if frames < WAL_TRUNCATE_FRAMES:
+        return False
+    [(timeout,)] = conn.execute("PRAGMA busy_timeout").fetchall()
+    conn.execute(f"PRAGMA busy_timeout = {TRUNCATE_WAIT_MS}")
+    try:
+        [(busy, _, _)] = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
+    return not busy
 
 
 def _resolve(items: list[_Done]) -> None:

@@ -467,12 +467,24 @@ UPDATE jobs SET group_id = :group WHERE id IN (SELECT value FROM json_each(:ids)
 UPDATE jobs SET scheduled_for = NULL, position = enqueued_at WHERE id = :group;
 
 -- name: insert_group
-INSERT INTO groups (id, key, created_at, total, pending, retention, has_callback)
-VALUES (:id, :key, :created_at, :total, :total, :retention, :has_callback);
+-- :members is the JSON list of the member ids for a named group, else NULL (0007).
+INSERT INTO groups (id, key, created_at, total, pending, retention, has_callback, name, members)
+VALUES (:id, :key, :created_at, :total, :total, :retention, :has_callback, :name, :members);
+
+-- name: group_named
+-- enqueue_group, before storing anything: the stored group of this name, with its members.
+SELECT id, members FROM groups WHERE name = :name;
 
 -- name: get_group
-SELECT id, key, created_at, total, succeeded, failed, cancelled, completed_at, has_callback
-FROM groups WHERE id = :id;
+-- By id, or by name (a name never has the form of a generated id: duly._groups refuses it).
+SELECT id, key, created_at, total, succeeded, failed, cancelled, completed_at, has_callback,
+       first_completed_at, name
+FROM groups WHERE id = :id
+UNION ALL
+SELECT id, key, created_at, total, succeeded, failed, cancelled, completed_at, has_callback,
+       first_completed_at, name
+FROM groups WHERE name = :id
+LIMIT 1;
 
 -- name: events_head
 SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0);
@@ -533,6 +545,56 @@ FROM webhooks WHERE digest = :digest;
 -- name: delete_webhook
 DELETE FROM webhooks WHERE digest = :digest;
 
+-- Dependencies (duly.backends.dependencies, migrations/0011_dependencies.sql: the triggers
+-- release and cancel dependents; these store them and read).
+
+-- name: dependency_links
+INSERT INTO job_after (after_id, job_id)
+SELECT DISTINCT value, :id FROM json_each(:after) WHERE true
+ON CONFLICT (after_id, job_id) DO NOTHING;
+
+-- name: dependency_wait
+-- A dependent's row: its dependencies not succeeded yet, its chain input if that dependency
+-- already succeeded, and the first dependency already failed or cancelled (else NULL).
+INSERT INTO job_waits (job_id, waiting, pipe_from, input, failed_by, retention)
+SELECT :id,
+       (SELECT count(*) FROM job_after a JOIN jobs d ON d.id = a.after_id
+        WHERE a.job_id = :id AND d.status <> 'succeeded'),
+       :pipe_from,
+       (SELECT d.result FROM jobs d WHERE d.id = :pipe_from AND d.status = 'succeeded'),
+       (SELECT d.id FROM job_after a JOIN jobs d ON d.id = a.after_id
+        WHERE a.job_id = :id AND d.status IN ('failed', 'cancelled') ORDER BY d.id LIMIT 1),
+       :retention
+RETURNING waiting, failed_by;
+
+-- name: dependency_hold
+-- A new dependent that waits: no due time (it was inserted `scheduled`, so its event says so).
+UPDATE jobs SET scheduled_for = NULL WHERE id = :id;
+
+-- name: dependency_ready
+-- A new dependent whose dependencies all succeeded already: queued at once.
+UPDATE jobs SET status = 'queued', scheduled_for = enqueued_at, position = enqueued_at
+WHERE id = :id;
+
+-- name: dependency_cancel
+-- A new dependent whose dependency :cause already failed or was cancelled: cancelled at once,
+-- as jobs_dependency_failed does (releasable by that dependency's later success).
+UPDATE jobs
+SET status = 'cancelled', finished_at = :now, unique_key = NULL, expire_at = :now + :retention,
+    scheduled_for = NULL,
+    errors = CAST(json_array(json_object(
+        'type', 'DependencyFailed',
+        'message', (SELECT 'dependency ' || d.id || ' (' || d.task || ') '
+                           || iif(d.status = 'failed', 'failed', 'was cancelled')
+                    FROM jobs d WHERE d.id = :cause),
+        'traceback', '', 'at', :now, 'attempt', 0)) AS BLOB)
+WHERE id = :id;
+
+-- name: dependents
+SELECT job_id FROM job_after WHERE after_id = :id ORDER BY job_id;
+
+-- name: dependency_input
+SELECT input FROM job_waits WHERE job_id = :id;
 
 -- Paused queues (0008_paused_queues.sql).
 

@@ -114,7 +114,7 @@ CREATE INDEX freshness_due ON freshness (name, next_due);
 CREATE INDEX freshness_stale ON freshness (name, stale_at);
 CREATE INDEX freshness_job ON freshness (job_id) WHERE job_id IS NOT NULL;
 
--- Groups and the event stream (0004): the triggers write them in the transaction of the change.
+-- Groups and the event stream (0004, 0007): the triggers write them in the transaction of the change.
 CREATE TABLE groups (
     id           TEXT    PRIMARY KEY,
     key          TEXT,
@@ -127,9 +127,14 @@ CREATE TABLE groups (
     completed_at REAL,
     retention    REAL    NOT NULL,
     expire_at    REAL,
-    has_callback INTEGER NOT NULL CHECK (has_callback IN (0, 1))
+    has_callback INTEGER NOT NULL CHECK (has_callback IN (0, 1)),
+    -- 0007: idempotent groups, current outcomes
+    name         TEXT,
+    members      TEXT,
+    first_completed_at REAL
 ) WITHOUT ROWID;
 CREATE INDEX groups_expire ON groups (expire_at) WHERE expire_at IS NOT NULL;
+CREATE UNIQUE INDEX groups_name ON groups (name) WHERE name IS NOT NULL;
 
 CREATE TABLE group_settled (
     job_id   TEXT PRIMARY KEY,
@@ -153,6 +158,7 @@ CREATE TABLE event_trim (
     upto INTEGER NOT NULL
 );
 
+-- 0007: a member's current outcome is counted (settle / unsettle).
 CREATE TRIGGER jobs_group_settle AFTER UPDATE OF status ON jobs
 WHEN NEW.group_id IS NOT NULL AND NEW.status IN ('succeeded', 'failed', 'cancelled')
      AND NOT EXISTS (SELECT 1 FROM group_settled s WHERE s.job_id = NEW.id)
@@ -164,6 +170,8 @@ BEGIN
         failed = failed + (NEW.status = 'failed'),
         cancelled = cancelled + (NEW.status = 'cancelled'),
         completed_at = CASE WHEN pending = 1 THEN NEW.finished_at END,
+        first_completed_at = coalesce(first_completed_at,
+                                      CASE WHEN pending = 1 THEN NEW.finished_at END),
         expire_at = CASE WHEN pending = 1 THEN NEW.finished_at + retention END
     WHERE id = NEW.group_id;
     UPDATE jobs
@@ -172,15 +180,23 @@ BEGIN
       AND (SELECT g.pending FROM groups g WHERE g.id = NEW.group_id) = 0;
 END;
 
-CREATE TRIGGER jobs_event_insert AFTER INSERT ON jobs
+CREATE TRIGGER jobs_group_unsettle AFTER UPDATE OF status ON jobs
+WHEN NEW.group_id IS NOT NULL AND OLD.status IN ('succeeded', 'failed', 'cancelled')
+     AND NEW.status IN ('scheduled', 'queued', 'running', 'retrying')
+     AND EXISTS (SELECT 1 FROM group_settled s WHERE s.job_id = NEW.id)
 BEGIN
-    INSERT INTO events (job_id, task, queue, key, status, at)
-    VALUES (NEW.id, NEW.task, NEW.queue, NEW.key, NEW.status,
-            (julianday('now') - 2440587.5) * 86400.0);
+    DELETE FROM group_settled WHERE job_id = NEW.id;
+    UPDATE groups
+    SET pending = pending + 1,
+        succeeded = succeeded - (OLD.status = 'succeeded'),
+        failed = failed - (OLD.status = 'failed'),
+        cancelled = cancelled - (OLD.status = 'cancelled'),
+        completed_at = NULL,
+        expire_at = NULL
+    WHERE id = NEW.group_id;
 END;
 
-CREATE TRIGGER jobs_event_update AFTER UPDATE OF status ON jobs
-WHEN NEW.status <> OLD.status
+CREATE TRIGGER jobs_event_insert AFTER INSERT ON jobs
 BEGIN
     INSERT INTO events (job_id, task, queue, key, status, at)
     VALUES (NEW.id, NEW.task, NEW.queue, NEW.key, NEW.status,
@@ -204,3 +220,88 @@ CREATE TABLE paused_queues (
     queue     TEXT PRIMARY KEY,
     paused_at REAL NOT NULL
 );
+
+-- Dependencies (0011): a dependent waits in job_waits, one job_after row per dependency; the
+-- triggers release or cancel it in the transaction of its dependency's change. The connection
+-- sets recursive_triggers (a cancelled dependent cancels its own). jobs_event_update (0004)
+-- was created again after them, so it fires first.
+CREATE TABLE job_after (
+    after_id TEXT NOT NULL,
+    job_id   TEXT NOT NULL,
+    PRIMARY KEY (after_id, job_id)
+) WITHOUT ROWID;
+CREATE INDEX job_after_job ON job_after (job_id);
+
+CREATE TABLE job_waits (
+    job_id    TEXT    PRIMARY KEY,
+    waiting   INTEGER NOT NULL,
+    pipe_from TEXT,
+    input     BLOB,
+    failed_by TEXT,
+    retention REAL    NOT NULL
+) WITHOUT ROWID;
+
+CREATE TRIGGER jobs_dependency_succeeded AFTER UPDATE OF status ON jobs
+WHEN NEW.status = 'succeeded' AND OLD.status <> 'succeeded'
+     AND EXISTS (SELECT 1 FROM job_after a WHERE a.after_id = NEW.id)
+BEGIN
+    UPDATE job_waits
+    SET waiting = waiting - 1,
+        input = iif(pipe_from = NEW.id, NEW.result, input)
+    WHERE job_id IN (SELECT a.job_id FROM job_after a WHERE a.after_id = NEW.id);
+    UPDATE jobs
+    SET status = 'queued', scheduled_for = NEW.finished_at, position = NEW.finished_at,
+        finished_at = NULL, expire_at = NULL
+    WHERE id IN (SELECT w.job_id FROM job_after a JOIN job_waits w ON w.job_id = a.job_id
+                 WHERE a.after_id = NEW.id AND w.waiting = 0)
+      AND ((status = 'scheduled' AND scheduled_for IS NULL)
+           OR (status = 'cancelled'
+               AND (SELECT w.failed_by FROM job_waits w WHERE w.job_id = jobs.id) IS NOT NULL));
+    UPDATE job_waits SET failed_by = NULL
+    WHERE waiting = 0 AND failed_by IS NOT NULL
+      AND job_id IN (SELECT a.job_id FROM job_after a WHERE a.after_id = NEW.id);
+END;
+
+CREATE TRIGGER jobs_dependency_failed AFTER UPDATE OF status ON jobs
+WHEN NEW.status IN ('failed', 'cancelled') AND OLD.status <> NEW.status
+     AND EXISTS (SELECT 1 FROM job_after a WHERE a.after_id = NEW.id)
+BEGIN
+    UPDATE job_waits SET failed_by = NEW.id
+    WHERE job_id IN (SELECT a.job_id FROM job_after a JOIN jobs j ON j.id = a.job_id
+                     WHERE a.after_id = NEW.id
+                       AND j.status = 'scheduled' AND j.scheduled_for IS NULL);
+    UPDATE jobs
+    SET status = 'cancelled', finished_at = NEW.finished_at, unique_key = NULL,
+        expire_at = NEW.finished_at
+                    + (SELECT w.retention FROM job_waits w WHERE w.job_id = jobs.id),
+        errors = CAST(json_insert(
+            CASE WHEN json_valid(CAST(errors AS TEXT))
+                      AND json_type(CAST(errors AS TEXT)) = 'array'
+                 THEN CAST(errors AS TEXT) ELSE '[]' END,
+            '$[#]',
+            json_object('type', 'DependencyFailed',
+                        'message', 'dependency ' || NEW.id || ' (' || NEW.task || ') '
+                                   || iif(NEW.status = 'failed', 'failed', 'was cancelled'),
+                        'traceback', '', 'at', NEW.finished_at, 'attempt', attempts)
+        ) AS BLOB)
+    WHERE id IN (SELECT w.job_id FROM job_after a JOIN job_waits w ON w.job_id = a.job_id
+                 WHERE a.after_id = NEW.id AND w.failed_by = NEW.id)
+      AND status = 'scheduled' AND scheduled_for IS NULL;
+END;
+
+CREATE TRIGGER jobs_dependency_purged AFTER DELETE ON jobs
+WHEN EXISTS (SELECT 1 FROM job_after a WHERE a.after_id = OLD.id)
+     OR EXISTS (SELECT 1 FROM job_waits w WHERE w.job_id = OLD.id)
+BEGIN
+    DELETE FROM job_after WHERE after_id = OLD.id;
+    DELETE FROM job_after WHERE job_id = OLD.id;
+    DELETE FROM job_waits WHERE job_id = OLD.id;
+END;
+
+CREATE TRIGGER jobs_event_update AFTER UPDATE OF status ON jobs
+WHEN NEW.status <> OLD.status
+BEGIN
+    INSERT INTO events (job_id, task, queue, key, status, at)
+    VALUES (NEW.id, NEW.task, NEW.queue, NEW.key, NEW.status,
+            (julianday('now') - 2440587.5) * 86400.0);
+END;

@@ -5,6 +5,7 @@
 --@include _concurrency
 --@include _events
 --@include _groups
+--@include _dependencies
 --
 -- A running job whose cancel was requested (its `c` field = the expire_at it gets, '' = none;
 -- see cancel.lua) ends `cancelled` at `now`, whatever its run did: it leaves `run` (`run_key`),
@@ -26,7 +27,8 @@ local function end_cancelled(run_key, exp_key, unique_hash, id, queue, gate, uni
     end_hold(unique_hash, id, unique, not hold_expired(redis.call('HGET', jk, 'ux'), now))
   end
   if gate then free_gate(gate, id, counts, woken) end
-  local f = redis.call('HMGET', jk, 't', 'k', 'gp')
+  local f = redis.call('HMGET', jk, 't', 'k', 'gp', 'dh')
   emit(id, 'cancelled', f[1], queue, f[2])
   if f[3] then settle_member(f[3], id, 'cancelled', now, woken) end
+  if f[4] then dependency_ended(id, f[1], 'cancelled', now, woken) end
 end

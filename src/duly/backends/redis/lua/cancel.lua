@@ -10,7 +10,8 @@
 -- zset) and becomes `cancelled` with finished_at = now, in s:cancelled and `exp`; a gated job
 -- cancelled from its ready zset unparks the next parked job of its gate (its queue is woken);
 -- the unique hold ends (end_hold); it emits its event, and a group member is recorded in its
--- group (settle_member, which may queue the group's callback).
+-- group (settle_member, which may queue the group's callback); its dependents still waiting
+-- are cancelled (dependency_ended, _dependencies.lua).
 -- A running job only gets the request: field `c` = ARGV[4] (the expire_at it will get). It
 -- stays `running` (in `run`, holding its gate slot and unique key) until its run ends: its
 -- worker's heartbeat reports it (heartbeat.lua), and finish.lua, or recover.lua if the worker
@@ -21,9 +22,10 @@
 --@include _events
 --@include _groups
 --@include _freshness
+--@include _dependencies
 local id = ARGV[2]
 local jk = job_key(id)
-local f = redis.call('HMGET', jk, 's', 'q', 'g', 'u', 'ux', 't', 'k', 'gp')
+local f = redis.call('HMGET', jk, 's', 'q', 'g', 'u', 'ux', 't', 'k', 'gp', 'dh')
 local status, queue, gate = f[1], f[2], f[3]
 local counts = {}
 local woken = {}
@@ -54,6 +56,7 @@ end
 if f[4] then end_hold(KEYS[5], id, f[4], not hold_expired(f[5], ARGV[3])) end
 emit(id, 'cancelled', f[6], queue, f[7])
 if f[8] then settle_member(f[8], id, 'cancelled', ARGV[3], woken) end
+if f[9] then dependency_ended(id, f[6], 'cancelled', ARGV[3], woken) end
 trim_events()
 fresh_ended(id, 'cancelled', ARGV[3], '') -- a freshness scope's sync (_freshness.lua)
 flush_counts(KEYS[4], counts)

@@ -4,8 +4,9 @@
 -- KEYS[5] unique holds hash (`u`)   KEYS[6] running zset
 -- ARGV[1] prefix          ARGV[2] wake channel
 -- ARGV[3] group id ('' = a plain enqueue, then the job groups start at ARGV[4]); with a group
---   id, ARGV[4] the group's key ('' = none), ARGV[5] created_at, ARGV[6] retention (s), and
---   the job groups start at ARGV[7]. The whole group is one chunk (one call: all or none).
+--   id, ARGV[4] the group's key ('' = none), ARGV[5] created_at, ARGV[6] retention (s),
+--   ARGV[7] its name ('' = none), and the job groups start at ARGV[8]. The whole group is
+--   one chunk (one call: all or none).
 -- ARGV[h..] groups of jobs that share every field but id and payload (a bulk enqueue of one
 --   task is one group), each: n, task, queue, max_attempts, key ('' = none), priority,
 --   enqueued_at, scheduled_for, then a concurrency marker: '' for plain jobs, or 'c' followed
@@ -13,7 +14,9 @@
 --   ('' = never), gate ('' = none), gate_limit; then n pairs: id, payload.
 -- Returns the deduplicated jobs only, as a flat list: position (1-based, over the whole chunk),
 -- id of the job it deduplicated to (its own id if that id already exists, untouched; or the
--- job holding its unique key). An empty list: every job was stored.
+-- job holding its unique key). An empty list: every job was stored. A named group whose name
+-- a stored group has stores nothing and returns {0, that group's id, its member ids joined
+-- by ','}.
 --
 -- A job with scheduled_for > enqueued_at becomes `scheduled` (in `due`, scored by
 -- scheduled_for); any other becomes `queued` (in its ready zset). Each job joins `all` and, with
@@ -27,7 +30,8 @@
 -- A duly group (ARGV[3]): each stored job whose id is not the group's is a member (field `gp`);
 -- the job whose id is the group's is its callback, stored `scheduled` with no due time (in no
 -- index a promotion or a claim reads) until settle_member queues it. The g:<id> hash is
--- stored last with the number of members stored. Each stored job emits its first event.
+-- stored last with the number of members stored (and a named group's name, member ids and
+-- gn:<name> key). Each stored job emits its first event.
 -- Hand-off (_handoff.lua): a plain job (no unique key, no gate, not scheduled, not in a duly
 -- group) whose queue has no ready job is claimed here for the newest idle worker registered on
 -- that queue, if any (claim.lua's change: `running`, attempts 1, started_at = enqueued_at,
@@ -66,8 +70,16 @@ end
 local group = ARGV[3]
 local members = 0
 local position = 0
-local h = group == '' and 4 or 7
+local h = group == '' and 4 or 8
+local member_ids = {}
 
+-- A named group whose name is taken: the stored one answers, nothing is stored.
+if group ~= '' and ARGV[7] ~= '' then
+  local named = redis.call('GET', group_name_key(ARGV[7]))
+  if named and redis.call('EXISTS', group_key(named)) == 1 then
+    return {0, named, redis.call('HGET', group_key(named), 'm') or ''}
+  end
+end
 -- A group is all or none: a job id already stored (a resend) stores nothing of it.
 if group ~= '' then
   local clash = {}
@@ -163,6 +175,7 @@ while h <= #ARGV do
         if group ~= '' then
           redis.call('HSET', jk, 'gp', group)
           members = members + 1
+          member_ids[members] = id
         end
         emit(id, status, task, queue, key)
         if worker then emit(id, 'running', task, queue, key) end
@@ -184,6 +197,11 @@ if group ~= '' then
   local g = {'n', members, 'left', members, 'at', ARGV[5], 'ret', ARGV[6]}
   if ARGV[4] ~= '' then g[#g + 1], g[#g + 2] = 'k', ARGV[4] end
   if redis.call('EXISTS', job_key(group)) == 1 then g[#g + 1], g[#g + 2] = 'cb', '1' end
+  if ARGV[7] ~= '' then
+    g[#g + 1], g[#g + 2] = 'nm', ARGV[7]
+    g[#g + 1], g[#g + 2] = 'm', table.concat(member_ids, ',')
+    redis.call('SET', group_name_key(ARGV[7]), group)
+  end
   redis.call('HSET', group_key(group), unpack(g))
 end
 trim_events()

@@ -27,7 +27,8 @@
 -- A gated job frees its slot, which unparks the best parked job of its gate (free_gate).
 -- succeeded and failed end the unique hold (end_hold); the other kinds keep it.
 -- Each changed job emits an event with its new status; a group member's succeeded or failed
--- is recorded in its group (settle_member), which may queue the group's callback.
+-- is recorded in its group (settle_member), which may queue the group's callback; a job with
+-- dependents (`dh`) releases or cancels them (_dependencies.lua).
 -- Counters: succeeded and again -> s, failed -> f, retry -> r in the minute bucket (field
 -- task SEP queue SEP letter), which expires after the TTL. Index updates are batched.
 --@include _jobs
@@ -36,6 +37,7 @@
 --@include _events
 --@include _groups
 --@include _cancel
+--@include _dependencies
 --@include _freshness
 local worker, now, minute = ARGV[2], ARGV[3], ARGV[4]
 local now_n = tonumber(now)
@@ -53,7 +55,7 @@ for i = 7, #ARGV, 7 do
   local id, kind = ARGV[i], ARGV[i + 1]
   local result, errors, run_at, expire_at = ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   local jk = job_key(id)
-  local f = redis.call('HMGET', jk, 's', 'w', 't', 'q', 'r', 'g', 'u', 'c', 'k', 'gp')
+  local f = redis.call('HMGET', jk, 's', 'w', 't', 'q', 'r', 'g', 'u', 'c', 'k', 'gp', 'dh')
   n = n + 1
   if f[1] ~= 'running' or f[2] ~= worker then
     out[n] = 0
@@ -87,6 +89,11 @@ for i = 7, #ARGV, 7 do
       bump(stats, task .. SEP .. queue .. SEP .. (kind == 'succeeded' and 's' or 'f'), 1)
       emit(id, kind, task, queue, f[9])
       if f[10] then settle_member(f[10], id, kind, now, woken) end
+      if f[11] and kind == 'succeeded' then -- its dependents (_dependencies.lua)
+        dependency_succeeded(id, now, result, woken)
+      elseif f[11] then
+        dependency_ended(id, task, 'failed', now, woken)
+      end
     elseif kind == 'retry' then
       if run_at == '' then run_at = now end
       if errors ~= '' then

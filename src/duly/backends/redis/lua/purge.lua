@@ -22,13 +22,14 @@ local deleted = 0
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
   local jk = job_key(id)
-  local f = redis.call('HMGET', jk, 's', 'k')
+  local f = redis.call('HMGET', jk, 's', 'k', 'dh')
   local status, key = f[1], f[2]
   if status == 'succeeded' or status == 'failed' or status == 'cancelled' then
     redis.call('DEL', jk)
     redis.call('ZREM', status_key(status), id)
     redis.call('ZREM', KEYS[2], id)
     if key then redis.call('ZREM', key_index(key), id) end
+    if f[3] then redis.call('DEL', PREFIX .. 'da:' .. id) end -- its dependents' set
     deleted = deleted + 1
   end
 end

@@ -15,7 +15,8 @@
 -- splicing: the stored history is never re-encoded), expire_at = failed_expire_at, counted as
 -- a failure, its unique hold ended (end_hold). A job whose cancel was requested (field `c`)
 -- is neither: it ends `cancelled` (end_cancelled), its `lost` unchanged. Each emits its event;
--- a quarantined group member is recorded in its group (settle_member).
+-- a quarantined group member is recorded in its group (settle_member); a quarantined job's
+-- dependents still waiting are cancelled (dependency_ended).
 --@include _jobs
 --@include _unique
 --@include _concurrency
@@ -23,6 +24,7 @@
 --@include _groups
 --@include _cancel
 --@include _freshness
+--@include _dependencies
 local now = ARGV[2]
 local max_lost = tonumber(ARGV[3])
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now, 'LIMIT', 0, tonumber(ARGV[4]))
@@ -43,7 +45,8 @@ end
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
   local jk = job_key(id)
-  local f = redis.call('HMGET', jk, 's', 'q', 'r', 't', 'a', 'x', 'g', 'u', 'ux', 'c', 'k', 'gp')
+  local f = redis.call('HMGET', jk, 's', 'q', 'r', 't', 'a', 'x', 'g', 'u', 'ux', 'c', 'k', 'gp',
+    'dh')
   if f[1] == 'running' and f[10] then
     end_cancelled(KEYS[1], KEYS[2], KEYS[6], id, f[2], f[7], f[8], f[10], now, counts, woken)
     fresh_ended(id, 'cancelled', now, '') -- a freshness scope's sync (_freshness.lua)
@@ -74,6 +77,7 @@ for _, id in ipairs(ids) do
       if f[8] then end_hold(KEYS[6], id, f[8], not hold_expired(f[9], now)) end
       emit(id, 'failed', f[4], queue, f[11])
       if f[12] then settle_member(f[12], id, 'failed', now, woken) end
+      if f[13] then dependency_ended(id, f[4], 'failed', now, woken) end
       fresh_ended(id, 'failed', now, '[' .. entry .. ']') -- a freshness scope's sync
       out[#out + 1] = id
       out[#out + 1] = 0

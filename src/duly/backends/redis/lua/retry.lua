@@ -10,12 +10,14 @@
 -- nothing changes. The job leaves s:<status> and `exp`; becomes `queued` at its FIFO place (by
 -- enqueued_at) with attempts and lost reset to 0; finished_at, result, expire_at, started_at,
 -- worker, lease and rate slot are removed; the error history (x) is kept. Its queue is woken.
+-- A group member's outcome is taken back from its group (unsettle_member): pending again.
 --@include _jobs
 --@include _unique
 --@include _events
+--@include _groups
 local id = ARGV[2]
 local jk = job_key(id)
-local f = redis.call('HMGET', jk, 's', 'q', 'r', 'e', 'u', 't', 'k')
+local f = redis.call('HMGET', jk, 's', 'q', 'r', 'e', 'u', 't', 'k', 'gp')
 local status, queue, hold = f[1], f[2], f[5]
 if status ~= 'failed' and status ~= 'cancelled' then return 0 end
 if hold then
@@ -29,6 +31,7 @@ redis.call('HDEL', jk, 'a', 'n', 'f', 'o', 'z', 'b', 'w', 'l', 'y')
 redis.call('HSET', jk, 's', 'queued')
 redis.call('ZADD', ready_key(queue), fifo_score(f[3], f[4]), id)
 emit(id, 'queued', f[6], queue, f[7])
+if f[8] then unsettle_member(f[8], id, status) end
 trim_events()
 redis.call('PUBLISH', ARGV[3], queue)
 return 1

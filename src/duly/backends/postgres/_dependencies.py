@@ -1,0 +1,91 @@
+"""Dependencies on PostgreSQL: storing dependents, and the reads.
+
+Releasing and cancelling dependents must be atomic with the change of the job they wait for:
+the trigger of ``migrations/0015_dependencies.sql`` does it in the statement that makes that
+change. This module stores dependents: one transaction that locks their stored dependencies
+(FOR SHARE: none can end before it commits, or its trigger would not see the new rows), stores
+the jobs as ``enqueue`` does (dependents ``scheduled`` for +inf, so their first event says
+so), then each dependent's rows and first state (``dependency_wait``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from duly._errors import JobNotFound
+from duly._records import EnqueueResult, NewJob
+from duly.backends.postgres._connection import Connection
+from duly.backends.postgres._enqueue import enqueue_plan, run_plan_async
+
+__all__ = ["PostgresDependencies"]
+
+
+def _unknown(jobs: Sequence[NewJob], stored: set[str]) -> str | None:
+    earlier: set[str] = set()
+    for job in jobs:
+        for dependency in job.after:
+            if dependency not in stored and dependency not in earlier:
+                return dependency
+        earlier.add(job.id)
+    return None
+
+
+class PostgresDependencies:
+    """``duly.backends.dependencies.DependencyStore`` on PostgreSQL (``backend.dependencies``)."""
+
+    def __init__(self, db: Connection) -> None:
+        self._db = db
+
+    async def enqueue(self, jobs: Sequence[NewJob], retention: float) -> list[EnqueueResult]:
+        """Store ``jobs`` and their waits in one transaction."""
+        if not jobs:
+            return []
+        db = self._db
+        now = float(max(job.enqueued_at for job in jobs))
+        held = [dataclasses.replace(j, scheduled_for=math.inf) if j.after else j for j in jobs]
+        wanted = sorted({dependency for job in jobs for dependency in job.after})
+
+        async def run(conn: psycopg.AsyncConnection[Any]) -> list[EnqueueResult]:
+            cur = await conn.execute(db.q["dependency_lock"], {"ids": wanted})
+            stored = {row[0] for row in await cur.fetchall()}
+            unknown = _unknown(jobs, stored)
+            if unknown is not None:
+                raise JobNotFound(f"after=: no job {unknown!r}")
+            results = await run_plan_async(conn, db.q, enqueue_plan(held, db.channel, fresh=False))
+            for job, result in zip(jobs, results, strict=True):
+                if not job.after or result.deduplicated:
+                    continue
+                params = {
+                    "id": job.id,
+                    "after": list(job.after),
+                    "pipe_from": job.pipe_from,
+                    "retention": float(retention),
+                    "now": now,
+                }
+                cur = await conn.execute(db.q["dependency_wait"], params)
+                status, queue = (await cur.fetchall())[0]
+                if status == "queued":
+                    wake = {"channel": db.channel, "queue": queue}
+                    await conn.execute(db.q["dependency_wake"], wake)
+            return results
+
+        return await db.transaction(run)
+
+    async def dependents(self, job_id: str) -> list[str]:
+        """The jobs that wait (or waited) for ``job_id``."""
+
+        async def read(conn: psycopg.AsyncConnection[Any]) -> list[str]:
+            cur = await conn.execute(self._db.q["dependents"], {"id": job_id})
+            return [row[0] for row in await cur.fetchall()]
+
+        return await self._db.transaction(read, retry=True, atomic=False)
+
+    async def input(self, job_id: str) -> bytes | None:
+        """A chain step's input (its dependency's result), or None."""
+        row = await self._db.one("dependency_input", {"id": job_id}, retry=True)
+        return None if row is None or row[0] is None else bytes(row[0])
