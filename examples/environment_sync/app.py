@@ -14,7 +14,8 @@ without syncing on every login.
   when the upstream's rate-limit headers say the budget is nearly spent, pushes non-critical
   teams later (hot-spot protection) while enterprise teams go on.
 - ``restart_environment(team, env)`` is a user's mutation followed by ``envs.touch``;
-  ``admin_refresh(team)`` is the "refresh now" button (``envs.request``).
+  ``admin_refresh(team)`` is the "refresh now" button (``envs.request``); ``delete_team(team)``
+  forgets the team's scope (``envs.forget``), so its baselines stop.
 
 Settings (environment): ``DULY_URL`` (jobs), ``MIRROR_URL`` / ``MIRROR_SCHEMA`` (the mirror,
 see mirror.py), ``UPSTREAM_URL`` (the API; upstream.py serves a fake one), ``ENV_SYNC_MINUTE``
@@ -155,6 +156,13 @@ def restart_environment(team: str, env_id: str) -> duly.Freshness:
     with urllib.request.urlopen(request, timeout=10) as response:
         _note_budget(response.headers)
     return envs.touch(f"team:{team}")
+
+
+def delete_team(team: str) -> bool:
+    """A team deleted on our side: its mirrored rows are soft-deleted and its scope is
+    forgotten, so no baseline syncs it again (whether duly knew the scope)."""
+    mirror().soft_delete_missing(team, set())
+    return envs.forget(f"team:{team}")
 
 
 def admin_refresh(team: str) -> duly.Freshness:

@@ -27,6 +27,7 @@ from duly._errors import (
     DulyError,
     DurabilityError,
     EventsTrimmed,
+    Interrupted,
     JobCancelled,
     JobFailed,
     JobNotFound,
@@ -44,6 +45,7 @@ from duly._freshness import Freshness, Mirror, fingerprint
 from duly._groups import Group, GroupInfo
 from duly._hooks import Hook
 from duly._job import Job, JobInfo
+from duly._progress import Progress
 from duly._records import (
     STATUSES,
     EnqueueResult,
@@ -57,6 +59,7 @@ from duly._records import (
 )
 from duly._registry import TaskSettings
 from duly._retry import Backoff
+from duly._schedules import ScheduleInfo
 from duly._task import Signature, Task
 from duly._transactions import Transactions
 from duly._webhooks import Webhook
@@ -89,6 +92,7 @@ __all__ = [
     "Group",
     "GroupInfo",
     "Hook",
+    "Interrupted",
     "Job",
     "JobCancelled",
     "JobContext",
@@ -104,9 +108,11 @@ __all__ = [
     "Outcome",
     "PayloadError",
     "PayloadTooLarge",
+    "Progress",
     "QueueStats",
     "Retry",
     "RunContext",
+    "ScheduleInfo",
     "SerializationError",
     "Signature",
     "StatRow",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from duly._errors import JobCancelled
+from duly._progress import RunProgress
 
 if TYPE_CHECKING:
     from duly._groups import GroupInfo
@@ -24,7 +26,7 @@ class StopFlag:
         self.requested = False
 
 
-#: Never set: the flag of a context built outside a worker's run.
+#: Never set: the flag of a context built outside a worker's run (its stop, its drain).
 _NEVER = StopFlag()
 _stop_flag: ContextVar[StopFlag] = ContextVar("duly_stop_flag")
 
@@ -53,6 +55,11 @@ class JobContext:
     #: In a group's ``on_complete`` job: the group (its outcome counts), else None.
     group: GroupInfo | None = None
     _stop: StopFlag = field(default_factory=_stop_flag_of_run, repr=False, compare=False)
+    #: The run's progress and checkpoint (the worker's heartbeat stores them).
+    _progress: RunProgress = field(default_factory=RunProgress, repr=False, compare=False)
+    #: Set while the worker drains (a graceful stop: deploy, SIGTERM).
+    _draining: StopFlag = field(default=_NEVER, repr=False, compare=False)
+    _now: Callable[[], float] = field(default=time.time, repr=False, compare=False)
 
     @property
     def last_attempt(self) -> bool:
@@ -66,6 +73,35 @@ class JobContext:
         ends ``cancelled`` whatever the run returns, so a long sync task may poll this and
         return early; an async task is also cancelled (``asyncio.CancelledError``)."""
         return self._stop.requested
+
+    @property
+    def stopping(self) -> bool:
+        """True while the worker drains (a deploy, SIGTERM): a long job should store its
+        ``checkpoint`` and ``raise duly.Interrupted()``, handing itself back without charging
+        an attempt; its next run resumes from ``cursor``."""
+        return self._draining.requested
+
+    @property
+    def cursor(self) -> Any:
+        """The last ``checkpoint`` of this job (stored by an earlier run, or this one's), None
+        on a first run. A run after a crash, a hand-back or a retry resumes from it (a task
+        with ``retry_from_start=True`` starts over after a failure)."""
+        return self._progress.cursor
+
+    def checkpoint(self, cursor: Any) -> None:
+        """Remember ``cursor`` (any JSON value: an id, an offset, a dict) as where a later run
+        of this job resumes. Costs no I/O: the worker stores the latest one with its next
+        heartbeat (about once a second at most) and before it reports the run's end, so a
+        run that crashes re-does at most the work since the last stored checkpoint."""
+        self._progress.checkpoint(cursor)
+
+    def set_progress(self, fraction: float, message: str | None = None) -> None:
+        """Report how far the job got: ``fraction`` from 0 to 1 (ValueError outside; TypeError
+        for a non-number) and an optional ``message``. Costs no I/O: the latest value is
+        stored with the worker's next heartbeat (at most about once a second) and shows as
+        ``JobInfo.progress``, in ``duly status``, on the dashboard and as a ``progress``
+        event."""
+        self._progress.set_progress(fraction, message, self._now())
 
     def raise_if_cancelled(self) -> None:
         """Raise ``duly.JobCancelled`` if ``cancel_requested``: a checkpoint for sync tasks."""

@@ -25,6 +25,8 @@ Control-flow exceptions raised *inside* tasks (not errors):
     Retry(after=...)            reschedule this job without charging an attempt
     Throttled(retry_after=...)  the upstream said "slow down": defer this job, and every job of
                                 its rate limit, without charging an attempt
+    Interrupted()               hand this job back to its queue now (the worker drains), without
+                                charging an attempt; its next run resumes from its checkpoint
 
 Each class's docstring is its default message, so ``raise BackendUnavailable()`` still says
 something useful.
@@ -45,6 +47,7 @@ __all__ = [
     "DulyError",
     "DurabilityError",
     "EventsTrimmed",
+    "Interrupted",
     "JobCancelled",
     "JobFailed",
     "JobNotFound",
@@ -190,6 +193,17 @@ class Retry(Exception):
             raise ValueError("Retry(after=...) must be >= 0 seconds")
         super().__init__(f"retry in {after:g}s")
         self.after = float(after)
+
+
+class Interrupted(Exception):
+    """Raise inside a task to hand the job back to its queue without charging an attempt.
+
+    Meant for ``if duly.current_job().stopping: raise duly.Interrupted()``: the worker drains
+    (a deploy, SIGTERM), and the job's next run, on any worker, resumes from its last
+    ``checkpoint`` (stored before the job is handed back)."""
+
+    def __init__(self, message: str = "handed back to its queue") -> None:
+        super().__init__(message)
 
 
 class Throttled(Exception):

@@ -19,7 +19,7 @@ rises with the score. A failing sync sets the next attempt by exponential backof
 (1 s doubling, capped at ``max_backoff``); checks do not enqueue before it. Every known scope
 gets a baseline full sync every ``full_every``, at an offset derived from its name (so scopes
 spread over the interval); workers sweep the due index (``sweep``), which costs nothing per
-scope that is not due.
+scope that is not due. ``forget(scope)`` removes a scope and its baselines.
 """
 
 from __future__ import annotations
@@ -66,6 +66,15 @@ def fingerprint(obj: Any) -> str:
     """Hex SHA-256 of ``obj`` as canonical JSON (sorted keys): equal data, equal fingerprint,
     in every process. Store it beside a mirrored row and write the row only when it changed."""
     return hashlib.sha256(canonical(obj)).hexdigest()
+
+
+def _check_scope(scope: str) -> None:
+    """Refuse what cannot be a scope (not a str, empty, too long, a separator or NUL in it)."""
+    if not isinstance(scope, str) or not scope or len(scope) > _MAX_SCOPE:
+        raise ValueError(f"a scope is a non-empty str of at most {_MAX_SCOPE} chars")
+    if "\x1f" in scope:
+        raise ValueError("a scope may not contain the unit separator \\x1f")
+    refuse_nul(scope, "a freshness scope")
 
 
 def _utc(value: float | None) -> datetime | None:
@@ -197,11 +206,7 @@ class Mirror:
         return int.from_bytes(digest[:8], "big") / 2**64 * self.full_every
 
     def _request(self, scope: str, reason: Reason, active: bool, now: float) -> FreshnessRequest:
-        if not isinstance(scope, str) or not scope or len(scope) > _MAX_SCOPE:
-            raise ValueError(f"a scope is a non-empty str of at most {_MAX_SCOPE} chars")
-        if "\x1f" in scope:
-            raise ValueError("a scope may not contain the unit separator \\x1f")
-        refuse_nul(scope, "a freshness scope")
+        _check_scope(scope)
         task, limit = self.task, self.app.max_payload_bytes
         full = task.spec.encode_call((scope, True), {}, limit)
         job = task.config.new_job(
@@ -252,6 +257,18 @@ class Mirror:
     async def touch_async(self, scope: str) -> Freshness:
         """Async twin of ``touch``."""
         return await self._call(scope, "touch", False)
+
+    def forget(self, scope: str) -> bool:
+        """Remove ``scope`` (e.g. a deleted team): its row, its due entry and so its baseline
+        syncs; True if it was known, False for a scope never seen (or forgotten already). A
+        sync of it still running ends without bringing it back; a later check starts anew."""
+        return self.app.run_sync(self.forget_async(scope))
+
+    async def forget_async(self, scope: str) -> bool:
+        """Async twin of ``forget``."""
+        _check_scope(scope)
+        store = FRESHNESS.of(await self.app.backend())
+        return await store.forget(self.name, scope)
 
     def scopes(self, stale_only: bool = False, limit: int = 100) -> list[Freshness]:
         """Known scopes (checked or synced), stalest first (by score), with their last error;

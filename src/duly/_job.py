@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, NotRequired, TypedDict, TypeVar
 import msgspec
 
 from duly._errors import JobFailed
+from duly._progress import Progress, decode_progress
 from duly._records import FINISHED_STATUSES, JobRecord, JobStatus
 from duly._serialization import decode, decode_payload, payload_links
 
@@ -68,7 +69,8 @@ class JobInfo(msgspec.Struct, Generic[R], frozen=True):
     ``R`` is what its task returns: ``result`` holds it once the job ``succeeded`` (restored
     to the task's return annotation), None before and otherwise. ``error`` is the last failure
     (``{"type", "message", "traceback", "at", "attempt"}``) and ``errors`` every failure kept,
-    oldest first. Times are timezone-aware UTC. This one Struct is also the HTTP API's job
+    oldest first. ``progress`` is how far its run last said it got (``set_progress``), None
+    if it never did. Times are timezone-aware UTC. This one Struct is also the HTTP API's job
     (its OpenAPI schema is generated from it) and what ``duly status --json`` prints.
     """
 
@@ -94,6 +96,7 @@ class JobInfo(msgspec.Struct, Generic[R], frozen=True):
     #: The ids of the jobs it waits (or waited) for (``options(after=...)``, a chain's
     #: previous step); empty for most jobs.
     after: list[str] = []
+    progress: Progress | None = None
 
     @property
     def finished(self) -> bool:
@@ -153,6 +156,7 @@ class JobInfo(msgspec.Struct, Generic[R], frozen=True):
             errors=errors,
             lost=record.lost,
             after=payload_links(record.payload).after,
+            progress=decode_progress(record.progress),
         )
 
 

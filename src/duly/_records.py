@@ -28,6 +28,7 @@ __all__ = [
     "NewJob",
     "Outcome",
     "OutcomeKind",
+    "ProgressReport",
     "QueueStats",
     "RateRequest",
     "Recovered",
@@ -145,6 +146,11 @@ class JobRecord:
     #: The start time of a rate-limit slot this job already holds (set by a ``release`` that
     #: deferred it to that slot); the worker runs it without taking another slot.
     rate_slot: float | None = None
+    #: The run's last reported progress: JSON ``{"fraction", "message", "at"}`` (see
+    #: ``duly.backends.progress``); None until a run reports one.
+    progress: bytes | None = None
+    #: The last checkpoint a run stored (JSON), None if none: what the next run resumes from.
+    cursor: bytes | None = None
 
     @property
     def headers(self) -> dict[str, str]:
@@ -177,6 +183,17 @@ class Outcome:
     run_at: float | None = None
     expire_at: float | None = None
     rate_slot: float | None = None
+
+
+@dataclass(slots=True)
+class ProgressReport:
+    """What a run reported since the last write (``duly.backends.progress``): its latest
+    ``progress`` (JSON ``{"fraction", "message", "at"}``) and its latest checkpoint ``cursor``
+    (JSON; ``b"null"`` clears it); None leaves that value as stored."""
+
+    job_id: str
+    progress: bytes | None = None
+    cursor: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -329,6 +346,9 @@ class EventRecord:
     key: str | None
     status: str
     at: float
+    #: A ``progress`` event's progress (JSON, as ``JobRecord.progress``); None for a change of
+    #: status (see ``duly.backends.progress``).
+    progress: bytes | None = None
 
 
 @dataclass(slots=True)

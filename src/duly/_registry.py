@@ -53,6 +53,7 @@ class TaskSettings(WatchTaskSettings, total=False):
     unique: str | bool | None
     unique_until: Literal["start", "finish"]
     unique_ttl: float | timedelta | None
+    retry_from_start: bool
 
 
 def default_task_name(fn: Callable[..., Any]) -> str:
@@ -134,6 +135,7 @@ def task_config(
         priority=settings.get("priority", 0),
         limits=limits,
         retry_timeouts=watch is None,  # a watch's check over its timeout ends the watch
+        retry_from_start=settings.get("retry_from_start", False),
         secret=secret,
         secret_positions=_positions(fn, secret),
     )

@@ -97,6 +97,9 @@ class TaskConfig:
     limits: Limits | None = None  # unique / mutex / concurrency / rate limit (duly.limits)
     #: False: a run over ``timeout`` fails at once (a watch's timeout guard), not retried.
     retry_timeouts: bool = True
+    #: True: a run after a failure starts from the start (its checkpoint is cleared), not
+    #: from ``duly.current_job().cursor``.
+    retry_from_start: bool = False
     #: Parameters shown as ``"***"`` outside the worker (``duly._secrets``).
     secret: tuple[str, ...] = ()
     #: The positions at which those parameters may be passed (sealed there too).
@@ -115,6 +118,10 @@ class TaskConfig:
         check_backoff(self.backoff)
         if self.timeout is not None and not self.timeout > 0:
             raise ConfigurationError(f"timeout must be > 0 seconds, got {self.timeout!r}")
+        if not isinstance(self.retry_from_start, bool):
+            raise ConfigurationTypeError(
+                f"retry_from_start must be a bool, got {self.retry_from_start!r}"
+            )
         for exc_type in self.retry_on:
             if not (isinstance(exc_type, type) and issubclass(exc_type, BaseException)):
                 raise ConfigurationTypeError(

@@ -294,3 +294,30 @@ def test_metrics_report_breaches_staleness_and_score_per_freshness(
     synced = envs.gauges()
     assert synced.breaches == 1
     assert synced.staleness == pytest.approx(15 * 60) and synced.score == pytest.approx(1.5)
+
+
+def test_forget_removes_a_scope_and_its_baselines(make_app: Callable[..., duly.App]) -> None:
+    """PRODUCT §17 (issue 31.2): a deleted team is forgotten: no more baselines, not listed;
+    an unknown scope answers False; a bad one is refused like check's."""
+    clock = duly.ManualClock(T)
+    app = make_app(clock=clock)
+    calls: list[str] = []
+
+    def sync(scope: str, full: bool) -> None:
+        calls.append(scope)
+
+    envs = app.freshness("envs", sync=sync, max_staleness=60, full_every=600)
+    envs.check("team:gone")
+    envs.check("team:kept")
+    run_jobs(app)
+    assert envs.forget("team:gone") is True
+    assert [f.scope for f in envs.scopes()] == ["team:kept"]
+    assert envs.forget("team:gone") is False
+    assert app.run_sync(envs.forget_async("team:never")) is False
+    clock.advance(1200)  # two baselines due for a known scope
+    assert swept(app) == 1
+    run_jobs(app)
+    assert calls[2:] == ["team:kept"]
+    for scope in ("", "a\x1fb", 7):
+        with pytest.raises(ValueError, match="scope"):
+            envs.forget(scope)  # type: ignore[arg-type]

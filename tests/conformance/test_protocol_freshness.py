@@ -364,3 +364,41 @@ async def test_a_sync_job_is_stored_without_unique_hold_or_gate(backend: Backend
     results = await backend.enqueue([held, gated])
     assert [(x.id, x.deduplicated) for x in results] == [(held.id, False), (gated.id, False)]
     assert sorted(await claim_ids(backend, limit=5, now=T0)) == sorted([held.id, gated.id])
+
+
+async def test_forget_removes_a_scope_its_due_entry_and_its_place(backend: Backend) -> None:
+    """PRODUCT §17: a deleted team's scope is forgotten (issue 31.2): no more baselines, no row,
+    not listed nor counted; unknown scopes answer False; other scopes keep theirs."""
+    for scope in ("gone", "kept"):
+        state = await sync(backend, scope, now=T0)
+        assert state.job_id is not None
+        await run_sync(backend, state.job_id, start=T0, end=T0)
+    await sync(backend, "gone", now=T0, name="other")  # the same scope of another freshness
+    later = T0 + 2 * FE
+    assert sorted(await backend.freshness.due(NAME, later, 10)) == ["gone", "kept"]
+
+    assert await backend.freshness.forget(NAME, "gone") is True
+    assert await backend.freshness.scope(NAME, "gone") is None
+    assert await backend.freshness.due(NAME, later, 10) == ["kept"]
+    assert [s.scope for s in await backend.freshness.scopes(NAME, later, False, 10)] == ["kept"]
+    assert await backend.freshness.stale_count(NAME, later) == 1
+    assert await backend.freshness.scope("other", "gone") is not None
+    assert await backend.freshness.forget(NAME, "gone") is False
+    assert await backend.freshness.forget(NAME, "never-seen") is False
+    # Seen again, it is a new scope (never synced).
+    again = await sync(backend, "gone", now=later)
+    assert again.enqueued and again.last_success is None
+
+
+async def test_a_forgotten_scopes_active_sync_ends_without_bringing_it_back(
+    backend: Backend,
+) -> None:
+    state = await sync(backend, "s", now=T0)
+    assert state.job_id is not None
+    assert await claim_ids(backend, now=T0) == [state.job_id]
+    assert await backend.freshness.forget(NAME, "s") is True
+    outcome = Outcome(state.job_id, "succeeded", None, None, None, T0 + 999)
+    assert await finish_one(backend, W1, outcome, T0 + 1)
+    assert await status(backend, state.job_id) == "succeeded"
+    assert await backend.freshness.scope(NAME, "s") is None
+    assert await backend.freshness.due(NAME, T0 + 2 * FE, 10) == []

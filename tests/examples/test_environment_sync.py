@@ -109,6 +109,10 @@ with Upstream(limit=1000, window=1.0) as up:
         capture_output=True, text=True, check=True,
     )
 
+    # 8. a team deleted on our side: forgotten, so no baseline syncs it again
+    forgot = [es.delete_team("ent-1"), es.delete_team("ent-1")]
+    left = [f.scope for f in envs.scopes()]
+
 print(json.dumps({
     "answers": [[a["freshness"], a["lastSyncedAt"], len(a["environments"])] for a in answers],
     "storm_jobs": len(storm_jobs),
@@ -128,6 +132,9 @@ print(json.dumps({
     "stale_job": stale_job is not None,
     "cli": json.loads(cli.stdout),
     "refreshed": refreshed.stdout,
+    "forgot": forgot,
+    "left": left,
+    "ent_rows": es.mirror().rows("ent-1"),
 }))
 """
 
@@ -199,3 +206,9 @@ def test_stale_data_is_flagged_and_the_cli_lists_scopes(report: Any) -> None:
     assert scopes["team:acme"]["last_synced_at"] is not None
     assert scopes["team:acme"]["failures"] == 0
     assert "team:acme" in report["refreshed"] and "enqueued" in report["refreshed"]
+
+
+def test_a_deleted_team_is_forgotten(report: Any) -> None:
+    assert report["forgot"] == [True, False]  # known, then no longer
+    assert report["left"] == ["team:acme"]
+    assert report["ent_rows"] == []  # its mirrored rows soft-deleted

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from http_harness import AS_ADMIN, AS_READ, Hub
@@ -26,7 +27,10 @@ def test_every_route_by_token(hub: Hub) -> None:
     seen = set()
     for endpoint in table:
         path = _concrete(endpoint.path, job.id, group.id)
-        call = hub.client.get if endpoint.method == "GET" else hub.client.post
+
+        def call(path: str, method: str = endpoint.method, **kw: object) -> Any:
+            return hub.client.request(method, path, **kw)
+
         anonymous = call(path)
         read = call(path, headers=AS_READ)
         admin = call(path, headers=AS_ADMIN)
@@ -60,6 +64,7 @@ def test_every_route_by_token(hub: Hub) -> None:
         ("GET", "/api/v1/freshness"),
         ("GET", "/api/v1/freshness/{name}/scopes"),
         ("POST", "/api/v1/freshness/{name}/scopes/{scope}/refresh"),
+        ("DELETE", "/api/v1/freshness/{name}/scopes/{scope}"),
         ("GET", "/metrics"),
         ("GET", "/healthz"),
     }

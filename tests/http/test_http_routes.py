@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from http_harness import AS_ADMIN, Hub
+from http_harness import AS_ADMIN, AS_READ, Hub
 
 import duly.testing
 
@@ -118,6 +118,7 @@ def test_periodic_watches_groups_freshness(hub: Hub) -> None:
         ("GET", "/api/v1/groups/a%00b"),
         ("GET", "/api/v1/freshness/links/scopes/a%00b"),
         ("POST", "/api/v1/freshness/links/scopes/a%00b/refresh"),
+        ("DELETE", "/api/v1/freshness/links/scopes/a%00b"),
         ("GET", "/api/v1/jobs/" + "x" * 600),
     ],
 )
@@ -216,3 +217,19 @@ def test_pause_and_resume_a_queue(hub: Hub) -> None:
     assert not [q for q in hub.get("/api/v1/queues")["queues"] if q["paused"]]
     bad = hub.client.post("/api/v1/queues/no%20spaces/pause", headers=AS_ADMIN)
     assert bad.status_code == 400 and "invalid queue name" in bad.json()["error"]
+
+
+def test_forget_a_scope(hub: Hub) -> None:
+    """DELETE forgets a scope (issue 31.2): admin only, False for an unknown one, 404 for an
+    unknown freshness; the scope is no longer listed."""
+    hub.client.post("/api/v1/freshness/links/scopes/a/b/refresh", headers=AS_ADMIN)
+    hub.client.post("/api/v1/freshness/links/scopes/link:2/refresh", headers=AS_ADMIN)
+    path = "/api/v1/freshness/links/scopes/a/b"
+    assert hub.client.delete(path, headers=AS_READ).status_code == 403
+    gone = hub.client.delete(path, headers=AS_ADMIN)
+    assert gone.status_code == 200, gone.text
+    assert gone.json() == {"scope": "a/b", "forgotten": True}
+    assert [s["scope"] for s in hub.get("/api/v1/freshness/links/scopes")["scopes"]] == ["link:2"]
+    assert hub.client.delete(path, headers=AS_ADMIN).json() == {"scope": "a/b", "forgotten": False}
+    missing = hub.client.delete("/api/v1/freshness/nope/scopes/a", headers=AS_ADMIN)
+    assert missing.status_code == 404

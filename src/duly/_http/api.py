@@ -130,7 +130,7 @@ RouteFunction = Callable[[Call], Awaitable[Any]]
 class Endpoint:
     """One route of the API, as the router and the OpenAPI schema see it."""
 
-    method: Literal["GET", "POST"]
+    method: Literal["GET", "POST", "DELETE"]
     path: str
     function: RouteFunction
     response: Any

@@ -1,10 +1,12 @@
 """``GET /api/v1/events``: the event stream (``app.events``) as Server-Sent Events.
 
 Each job state change is one message (``id:`` the event id, ``event: job``, ``data:`` the
-event as JSON). A client resumes after the last id it saw with ``Last-Event-ID`` (browsers
-send it when they reconnect) or ``since=``. A comment line keeps idle connections open. If the
-resume point was trimmed by retention, one ``event: reset`` message says so and the stream
-goes on from the newest event. The stream ends when the client leaves.
+event as JSON); a running job's progress is one message ``event: progress`` (its ``data`` has
+``progress`` set), which a client listening for ``job`` messages never sees. A client resumes
+after the last id it saw with ``Last-Event-ID`` (browsers send it when they reconnect) or
+``since=``. A comment line keeps idle connections open. If the resume point was trimmed by
+retention, one ``event: reset`` message says so and the stream goes on from the newest event.
+The stream ends when the client leaves.
 
 Every stream of a served app shares one backend reader (``duly._http.fanout``); what is ready
 for a client goes out in one write. The answer watches for the client's disconnect itself and
@@ -117,7 +119,8 @@ def events_endpoint(keepalive: float, fanout: Fanout | None = None) -> Endpoint:
     fanout = fanout or Fanout()
 
     async def events(call: Call) -> Response:
-        """Job state changes as Server-Sent Events."""
+        """Job state changes as Server-Sent Events (``event: job``), and running jobs'
+        progress (``event: progress``)."""
         since = call.request.headers.get("last-event-id") or call.query["since"]
         key = call.query["key"]
         if since is not None and not (since.isascii() and since.isdigit() and len(since) <= 18):

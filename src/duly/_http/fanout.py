@@ -46,9 +46,11 @@ _ENCODER: Final = msgspec.json.Encoder()
 
 
 def message(record: EventRecord) -> bytes:
-    """One event as an SSE message."""
+    """One event as an SSE message: ``event: job`` for a state change, ``event: progress``
+    for a running job's progress (a client that listens for ``job`` never sees those)."""
     event = event_out(Event.from_record(record))
-    return b"id: %s\nevent: job\ndata: %s\n\n" % (event.id.encode(), _ENCODER.encode(event))
+    kind = b"job" if record.progress is None else b"progress"
+    return b"id: %s\nevent: %s\ndata: %s\n\n" % (event.id.encode(), kind, _ENCODER.encode(event))
 
 
 def reset(error: str) -> bytes:

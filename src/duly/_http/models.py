@@ -14,6 +14,7 @@ from typing import Any, Literal
 import msgspec
 
 from duly._job import JobInfo
+from duly._progress import Progress
 
 __all__ = [
     "ErrorBody",
@@ -30,6 +31,7 @@ __all__ = [
     "PeriodicOut",
     "QueueList",
     "QueueOut",
+    "ScopeForgotten",
     "ScopeList",
     "ScopeOut",
     "ScopeRefreshed",
@@ -255,8 +257,16 @@ class ScopeRefreshed(msgspec.Struct):
     scope: ScopeOut
 
 
+class ScopeForgotten(msgspec.Struct):
+    """What forgetting a scope did (``forgotten`` False: it was not known)."""
+
+    scope: str
+    forgotten: bool
+
+
 class EventOut(msgspec.Struct):
-    """One job state change (the ``data`` of an SSE ``job`` event)."""
+    """One job state change (the ``data`` of an SSE ``job`` event), or a running job's
+    progress (an SSE ``progress`` event: ``progress`` set, ``status`` running)."""
 
     id: str
     job_id: str
@@ -265,6 +275,7 @@ class EventOut(msgspec.Struct):
     key: str | None
     status: str
     at: datetime
+    progress: Progress | None = None
 
 
 class HookAccepted(msgspec.Struct):

@@ -110,7 +110,7 @@ def openapi(endpoints: Sequence[Endpoint], version: str) -> dict[str, Any]:
             "title": "duly",
             "version": version,
             "description": "duly's HTTP API: jobs, queues, workers, schedules, freshness, "
-            "events. Read tokens may GET; admin tokens may also POST.",
+            "events. Read tokens may GET; admin tokens may also POST and DELETE.",
         },
         "paths": paths,
         "components": {

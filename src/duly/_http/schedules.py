@@ -22,6 +22,7 @@ from duly._http.models import (
     LastJob,
     PeriodicList,
     PeriodicOut,
+    ScopeForgotten,
     ScopeList,
     ScopeRefreshed,
     WatchList,
@@ -54,7 +55,7 @@ def _schedule_task(schedule: Schedule) -> str:
 async def periodic(call: Call) -> PeriodicList:
     """Every periodic task: its schedule, next tick and newest job."""
     app = call.app
-    found, next_page = page_by_name(list(app.schedules.values()), _schedule_task, call)
+    found, next_page = page_by_name(list(app.registry.schedules.values()), _schedule_task, call)
     backend = await app.backend()
     now = app.clock.now()
     out = []
@@ -217,6 +218,17 @@ async def refresh(call: Call) -> ScopeRefreshed:
     return ScopeRefreshed(scope=scope_out(requested))
 
 
+async def forget(call: Call) -> ScopeForgotten:
+    """Forget one scope (e.g. a deleted team): its state and its baseline syncs. Answers
+    ``forgotten: false`` for a scope that was not known; a later check starts it anew."""
+    mirror, scope = _mirror_and_scope(call)
+    try:
+        forgotten = await mirror.forget_async(scope)
+    except ValueError as exc:  # a scope the freshness refuses: the caller's, not a 500
+        raise ApiError(400, str(exc)) from None
+    return ScopeForgotten(scope=scope, forgotten=forgotten)
+
+
 ENDPOINTS: Final = (
     Endpoint(
         "GET",
@@ -300,6 +312,17 @@ ENDPOINTS: Final = (
         "Refresh a scope now",
         access="admin",
         status=202,
+        errors=(400, 404),
+        tags=("freshness",),
+        slashes=_SLASHES,
+    ),
+    Endpoint(
+        "DELETE",
+        "/api/v1/freshness/{name}/scopes/{scope}",
+        forget,
+        ScopeForgotten,
+        "Forget a scope",
+        access="admin",
         errors=(400, 404),
         tags=("freshness",),
         slashes=_SLASHES,

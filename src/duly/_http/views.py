@@ -117,4 +117,5 @@ def event_out(event: Event) -> EventOut:
         key=event.key,
         status=event.status,
         at=event.at,
+        progress=event.progress,
     )

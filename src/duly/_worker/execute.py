@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from duly._context import JobContext, RunContext, _current
+from duly._context import _NEVER, JobContext, RunContext, StopFlag, _current
 from duly._errors import (
     ArgumentsMismatch,
+    Interrupted,
     JobTimeout,
     Retry,
     SerializationError,
@@ -21,6 +22,7 @@ from duly._errors import (
     Throttled,
 )
 from duly._groups import is_group_id
+from duly._progress import RunProgress
 from duly._records import JobRecord, Outcome
 from duly._retry import Backoff, RetryDelay, retry_delay
 from duly._sealing import open_without_key
@@ -130,6 +132,16 @@ class Execution:
     deferred: bool = False
     #: The values of its secret arguments (scrubbed out of its stored errors).
     hidden: list[str] = field(default_factory=list)
+    #: Set while the worker drains (``duly.current_job().stopping``).
+    draining: StopFlag = _NEVER
+    #: Its progress and checkpoint (``duly._worker.progress`` stores them).
+    progress: RunProgress = field(init=False)
+    #: Set when its next run must not resume from its checkpoint (a failure of a task with
+    #: ``retry_from_start``, a watch's next check): its checkpoint is cleared with its outcome.
+    starts_over: bool = False
+
+    def __post_init__(self) -> None:
+        self.progress = RunProgress(self.record.cursor)
 
     async def run(self, app: App, threads: ThreadRunner) -> tuple[Outcome, BaseException | None]:
         """Run the job; the outcome to report and, for a failed or retried run, the error."""
@@ -159,6 +171,9 @@ class Execution:
             key=record.key,
             worker=self.worker,
             group=await app.get_group_async(record.id) if is_group_id(record.id) else None,
+            _progress=self.progress,
+            _draining=self.draining,
+            _now=app.clock.now,
         )
         timeout = task.config.timeout
         deadline: asyncio.Timeout | None = None
@@ -193,6 +208,9 @@ class Execution:
             outcome = task.success_outcome(
                 record, value, app.clock.now(), self._expire_at(app, task)
             )
+            self.starts_over = outcome.kind == "again"
+        except Interrupted:  # handed back (the worker drains), not charged
+            return Outcome(record.id, "release", run_at=app.clock.now()), None
         except Retry as retry:
             now = app.clock.now()
             return Outcome(record.id, "release", run_at=now + retry.after), None
@@ -221,4 +239,5 @@ class Execution:
     def _failed(
         self, app: App, task: Task[Any, Any], exc: BaseException
     ) -> tuple[Outcome, BaseException | None]:
+        self.starts_over = task.config.retry_from_start
         return failure_outcome(app, task, self.record, exc, app.clock.now(), self.hidden), exc

@@ -25,11 +25,13 @@ from duly._hooks import settle
 from duly._job import JobInfo
 from duly._records import JobRecord, Outcome
 from duly._worker.outcomes import BATCH_LIMIT
+from duly._worker.progress import PROGRESS_INTERVAL
 
 if TYPE_CHECKING:
     from duly._clock import Clock
     from duly._hooks import Hooks
     from duly._scheduler import Scheduler
+    from duly._worker.progress import ProgressWriter
     from duly._worker.reporting import Reporter
     from duly.backends.base import Backend
 
@@ -83,7 +85,9 @@ class Maintenance:
     and ``share(ids)``, if any, is told them at each heartbeat (a supervisor renews them too);
     ``stop_runs(ids)`` is told of the ones the backend took back; a job recovered from a dead
     worker and quarantined is reported through ``report_failure``; ``freshness(now)`` enqueues
-    the due syncs of the App's mirrors; ``scheduler``, if any, is run every 0.5 s."""
+    the due syncs of the App's mirrors; ``scheduler``, if any, is run every 0.5 s; ``runs``,
+    if any, has the runs' progress and checkpoints, sent with the heartbeat (which then beats
+    early: at most once per ``PROGRESS_INTERVAL``)."""
 
     def __init__(
         self,
@@ -101,8 +105,10 @@ class Maintenance:
         report_failure: Callable[[JobRecord, Outcome, BaseException | None], Awaitable[None]],
         freshness: Callable[[float], Awaitable[Any]],
         scheduler: Scheduler | None = None,
+        runs: ProgressWriter | None = None,
     ) -> None:
         self.backend = backend
+        self.runs = runs
         self.clock = clock
         self.worker = worker
         self.lease = lease
@@ -121,13 +127,22 @@ class Maintenance:
     async def heartbeat_loop(self) -> None:
         """Renew the leases of the jobs held here; stop the runs the backend took back."""
         interval = self.lease / 3
+        runs = self.runs
+        step = interval if runs is None else min(interval, PROGRESS_INTERVAL)
+        next_beat = time.monotonic() + interval
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(min(step, max(next_beat - time.monotonic(), 0.0)))
+            if time.monotonic() < next_beat and (runs is None or not runs.pending()):
+                continue  # a look for progress to send: none
+            next_beat = time.monotonic() + interval
             held = [*self.held()]
             if self.share is not None:
                 self.share(held)
             now = self.clock.now()
-            beat = self.backend.heartbeat(self.worker, held, now, now + self.lease)
+            if runs is None:
+                beat = self.backend.heartbeat(self.worker, held, now, now + self.lease)
+            else:
+                beat = runs.heartbeat(held, now, now + self.lease)
             if gone := await logged(beat, "heartbeat"):
                 self.stop_runs(gone)
 

@@ -23,6 +23,7 @@ from duly._worker.execute import Execution
 if TYPE_CHECKING:
     from duly._clock import Clock
     from duly._hooks import Hooks
+    from duly._worker.progress import ProgressWriter
     from duly._worker.reporting import Reporter
     from duly.backends.base import Backend
 
@@ -38,12 +39,21 @@ class Outcomes:
     """The outcomes a worker still has to report, and the loop that reports them.
 
     ``worker`` is the id the outcomes are reported under; ``reporter`` counts and logs them
-    once applied, and ``hooks`` hear of them then."""
+    once applied, and ``hooks`` hear of them then; ``runs``, if any, stores what the runs
+    reported since their last heartbeat (progress, checkpoints) right before."""
 
     def __init__(
-        self, backend: Backend, clock: Clock, *, worker: str, hooks: Hooks, reporter: Reporter
+        self,
+        backend: Backend,
+        clock: Clock,
+        *,
+        worker: str,
+        hooks: Hooks,
+        reporter: Reporter,
+        runs: ProgressWriter | None = None,
     ) -> None:
         self.backend = backend
+        self.runs = runs
         self.clock = clock
         self.worker = worker
         self.hooks = hooks
@@ -90,6 +100,8 @@ class Outcomes:
         while self.pending:
             batch = self.pending[:BATCH_LIMIT]
             try:
+                if self.runs is not None:
+                    await self.runs.flush([e for e, _, _ in batch], self.clock.now())
                 applied = await backend.finish(
                     self.worker, [outcome for _, outcome, _ in batch], self.clock.now()
                 )

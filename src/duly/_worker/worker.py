@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from duly._context import StopFlag
 from duly._errors import BackendUnavailable, ConfigurationError, DulyError
 from duly._freshness import sweep
 from duly._ids import new_id
@@ -48,6 +49,7 @@ from duly._worker.execute import Execution, failure_outcome
 from duly._worker.leases import LeaseShare
 from duly._worker.maintenance import PROMOTE_INTERVAL, Maintenance, Retention, logged
 from duly._worker.outcomes import BATCH_LIMIT, Outcomes
+from duly._worker.progress import ProgressWriter
 from duly._worker.reporting import Reporter, WorkerStats
 from duly._worker.stopping import StopRequests
 from duly._worker.threads import ThreadRunner
@@ -138,7 +140,7 @@ class Worker:
         self.burst = burst
         self.connect_timeout = connect_timeout
         self._lease_share = lease_share
-        self.scheduler = Scheduler(app) if scheduler and app.schedules else None
+        self.scheduler = Scheduler(app) if scheduler else None  # stored schedules too
         self.install_signal_handlers = install_signal_handlers
         self.id = name or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-6:]}"
         self.stats = WorkerStats()
@@ -153,6 +155,8 @@ class Worker:
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         self._stop_requested = False
+        #: ``duly.current_job().stopping`` of the runs here: set once a stop was requested.
+        self._draining = StopFlag()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._backend: Backend | None = None
         #: The backend, when it hands jobs to idle workers directly (not in burst mode).
@@ -170,6 +174,7 @@ class Worker:
 
     def _set_stopping(self) -> None:
         self._stopping.set()
+        self._draining.requested = True
         self._slot_freed.set()  # the fetch loop waits on it while every slot is taken
 
     @property
@@ -251,8 +256,9 @@ class Worker:
     def _assemble(self, backend: Backend) -> None:
         """Build this run's collaborators, each given what it uses (not the worker)."""
         app = self.app
+        runs = ProgressWriter(backend, self.id, lambda: [e for e, _ in self._running.values()])
         self._outcomes = Outcomes(
-            backend, app.clock, worker=self.id, hooks=app.hooks, reporter=self._report
+            backend, app.clock, worker=self.id, hooks=app.hooks, reporter=self._report, runs=runs
         )
         self._admission = Admission(
             backend,
@@ -278,6 +284,7 @@ class Worker:
             report_failure=self._outcomes.report_failure,
             freshness=lambda now: sweep(app, backend, now),
             scheduler=self.scheduler,
+            runs=runs,
         )
 
     def _held(self) -> list[str]:
@@ -466,7 +473,7 @@ class Worker:
     # -- run -------------------------------------------------------------------------------
     def _start(self, record: JobRecord) -> None:
         self.stats.claimed += 1
-        execution = Execution(record, self.id)
+        execution = Execution(record, self.id, draining=self._draining)
         context = self._stops.run_context(record.id)
         task = asyncio.create_task(
             self._run_one(execution), name=f"duly-job-{record.id}", context=context

@@ -53,6 +53,12 @@ class FreshnessStore(Protocol):
         lookup; changes nothing)."""
         ...
 
+    async def forget(self, name: str, scope: str) -> bool:
+        """Remove the scope of freshness ``name``: its row, its due entry (no more baselines)
+        and its place among the scopes, in one atomic step; True if it existed. A sync job of
+        the scope still active is left alone: when it ends, no row is there to update."""
+        ...
+
     async def stale_count(self, name: str, now: float) -> int:
         """How many scopes of ``name`` are stale at ``now`` (score >= 1, or never synced):
         the SLA breaches a metrics scrape reports. Never reads the other scopes."""

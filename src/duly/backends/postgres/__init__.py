@@ -20,7 +20,8 @@ queries, the pools, outages) and a ``Schema`` (``_migrate``), and hands them to 
 module of each step: ``_enqueue``, ``_claim``, ``_finish``, ``_recover``, ``_operator``,
 ``_lookups``, ``_workers``, ``_maintenance``, ``_concurrency``, ``_wake``, with ``_rows`` for
 the records. Each capability is an object of its own module (``_freshness``, ``_groups``,
-``_events``, ``_webhooks``, ``_transactional``, ``_pausing``) under its key's attribute.
+``_events``, ``_webhooks``, ``_progress``, ``_schedules``, ``_transactional``, ``_pausing``)
+under its key's attribute.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ from duly.backends.postgres._freshness import PostgresFreshness
 from duly.backends.postgres._groups import PostgresGroups
 from duly.backends.postgres._migrate import Schema
 from duly.backends.postgres._pausing import PostgresPausing
+from duly.backends.postgres._progress import PostgresProgress
+from duly.backends.postgres._schedules import PostgresSchedules
 from duly.backends.postgres._transactional import PostgresTransactional
 from duly.backends.postgres._wake import Listener
 from duly.backends.postgres._webhooks import PostgresWebhooks
@@ -98,6 +101,8 @@ class PostgresBackend:
         self.events = PostgresEvents(db)
         self.webhooks = PostgresWebhooks(db)
         self.pausing = PostgresPausing(db)
+        self.progress = PostgresProgress(db)
+        self.schedules = PostgresSchedules(db)
         self.transactional = PostgresTransactional(db, self._schema)
 
     def __repr__(self) -> str:

@@ -101,8 +101,8 @@ class PostgresEvents:
         if trimmed > position:
             raise EventsTrimmed(f"events after {after} up to {trimmed} were trimmed (retention)")
         events = [
-            EventRecord(str(eid), job_id, task, queue, k, status, at)
-            for _, eid, job_id, task, queue, k, status, at in rows
+            EventRecord(str(eid), job_id, task, queue, k, status, at, progress)
+            for _, eid, job_id, task, queue, k, status, at, progress in rows
             if eid is not None
         ]
         # Fewer than asked: every event up to the bound was read (or is not of this key).

@@ -18,19 +18,26 @@ from duly._records import Outcome
 from duly.backends.postgres._concurrency import free_gates
 from duly.backends.postgres._connection import Connection
 
-__all__ = ["finish", "heartbeat"]
+__all__ = ["finish", "heartbeat", "heartbeat_params"]
+
+
+def heartbeat_params(
+    worker: str, job_ids: Sequence[str], now: float, lease_until: float
+) -> dict[str, object]:
+    """The parameters of the ``heartbeat`` statement."""
+    return {
+        "worker": worker,
+        "ids": list(job_ids),
+        "now": float(now),
+        "lease_until": float(lease_until),
+    }
 
 
 async def heartbeat(
     db: Connection, worker: str, job_ids: Sequence[str], now: float, lease_until: float
 ) -> list[str]:
     """``Backend.heartbeat``: the ids among ``job_ids`` the worker must stop."""
-    params: dict[str, object] = {
-        "worker": worker,
-        "ids": list(job_ids),
-        "now": float(now),
-        "lease_until": float(lease_until),
-    }
+    params = heartbeat_params(worker, job_ids, now, lease_until)
     row = await db.one("heartbeat", params, retry=True)
     assert row is not None
     alive = set(row[0])

@@ -111,6 +111,9 @@ class PostgresFreshness:
         [(count,)] = await self._rows("fresh_stale_count", {"name": name, "now": float(now)})
         return int(count)
 
+    async def forget(self, name: str, scope: str) -> bool:
+        return bool(await self._rows("fresh_forget", {"name": name, "scope": scope}))
+
     async def scope(self, name: str, scope: str) -> ScopeState | None:
         rows = await self._rows("fresh_scope", {"name": name, "scope": scope})
         return ScopeState.from_row(rows[0]) if rows else None

@@ -68,3 +68,8 @@ SELECT name, scope, max_staleness, last_success, last_attempt, failures, last_er
 FROM {schema}.freshness
 WHERE name = %(name)s AND stale_at <= %(top)s
 ORDER BY stale_at LIMIT %(limit)s;
+
+-- name: fresh_forget
+-- The scope's row is all there is of it (its next_due is its due entry): deleting it forgets it.
+-- Returns: one row when it existed.
+DELETE FROM {schema}.freshness WHERE name = %(name)s AND scope = %(scope)s RETURNING 1;

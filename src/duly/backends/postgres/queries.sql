@@ -872,7 +872,7 @@ SELECT NOT EXISTS (
 
 -- name: events_after
 SELECT (SELECT upto FROM {schema}.event_trim) AS upto, e.id, e.job_id, e.task, e.queue, e.key,
-       e.status, e.at
+       e.status, e.at, e.progress
 FROM (SELECT 1) AS one
 LEFT JOIN LATERAL (
     SELECT * FROM {schema}.events e
@@ -883,7 +883,7 @@ LEFT JOIN LATERAL (
 
 -- name: key_events_after
 SELECT (SELECT upto FROM {schema}.event_trim) AS upto, e.id, e.job_id, e.task, e.queue, e.key,
-       e.status, e.at
+       e.status, e.at, e.progress
 FROM (SELECT 1) AS one
 LEFT JOIN LATERAL (
     SELECT * FROM {schema}.events e
@@ -1013,6 +1013,74 @@ SELECT w.input FROM {schema}.job_waits w WHERE w.job_id = %(id)s;
 -- name: dependency_wake
 -- enqueue_after: a dependent queued at once wakes its queue's workers.
 SELECT pg_notify(%(channel)s, %(queue)s);
+
+
+-- Progress and checkpoints (0016_progress.sql, duly.backends.progress).
+
+-- name: store_progress
+-- In the heartbeat's transaction: each run's latest progress and checkpoint (parallel arrays;
+-- a NULL leaves that value as stored) on its job, if still running under %(worker)s; a new
+-- progress appends a `progress` event (status 'running'). Returns: events (how many).
+WITH r AS (
+    SELECT * FROM unnest(%(ids)s::text[], %(progress)s::bytea[], %(cursors)s::bytea[])
+        AS r(id, progress, cursor)
+),
+stored AS (
+    UPDATE {schema}.jobs j
+    SET progress = coalesce(r.progress, j.progress), cursor = coalesce(r.cursor, j.cursor)
+    FROM r
+    WHERE j.id = r.id AND j.status = 'running' AND j.worker = %(worker)s
+    RETURNING j.id, j.task, j.queue, j.key, r.progress
+),
+evented AS (
+    INSERT INTO {schema}.events (job_id, task, queue, key, status, progress)
+    SELECT s.id, s.task, s.queue, s.key, 'running', s.progress
+    FROM stored s WHERE s.progress IS NOT NULL ORDER BY s.id
+    RETURNING 1
+)
+SELECT count(*) FROM evented;
+
+-- name: progress_notify
+-- After store_progress appended events (their ids drawn): notify the events channel if a
+-- reader waits (the writers' side of migrations/0007_lean_event_triggers.sql).
+SELECT pg_notify(left('duly_ev_' || %(schema_name)s, 63), '')
+WHERE (SELECT w.last_value FROM {schema}.events_waited_until w)
+      > extract(epoch FROM clock_timestamp()) * 1000;
+
+-- Runtime schedules and skipped ticks (0014_schedules.sql).
+
+-- name: put_schedule
+-- An upsert: the row of that name replaced whole. Returns whether it is new (xmax = 0: the
+-- row was inserted, not updated).
+INSERT INTO {schema}.schedules (name, task, queue, payload, priority, every, cron, tz,
+                                catch_up, overlap, updated_at)
+VALUES (%(name)s, %(task)s, %(queue)s, %(payload)s, %(priority)s, %(every)s, %(cron)s,
+        %(tz)s, %(catch_up)s, %(overlap)s, %(updated_at)s)
+ON CONFLICT (name) DO UPDATE SET
+    task = excluded.task, queue = excluded.queue, payload = excluded.payload,
+    priority = excluded.priority, every = excluded.every, cron = excluded.cron,
+    tz = excluded.tz, catch_up = excluded.catch_up, overlap = excluded.overlap,
+    updated_at = excluded.updated_at
+RETURNING (xmax = 0) AS inserted;
+
+-- name: delete_schedule
+DELETE FROM {schema}.schedules WHERE name = %(name)s
+RETURNING 1;
+
+-- name: all_schedules
+SELECT name, task, queue, payload, priority, every, cron, tz, catch_up, overlap, updated_at
+FROM {schema}.schedules ORDER BY name;
+
+-- name: skip_tick
+-- Counted once per tick: a tick no later than the one recorded changes nothing (no row).
+INSERT INTO {schema}.skipped_ticks AS s (key, count, last_tick)
+VALUES (%(key)s, 1, %(tick)s)
+ON CONFLICT (key) DO UPDATE SET count = s.count + 1, last_tick = excluded.last_tick
+WHERE s.last_tick < excluded.last_tick
+RETURNING 1;
+
+-- name: skipped_ticks
+SELECT key, count, last_tick FROM {schema}.skipped_ticks;
 
 -- Paused queues (0012_paused_queues.sql).
 

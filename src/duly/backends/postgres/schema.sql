@@ -52,7 +52,9 @@ CREATE TABLE {schema}.jobs (
     gate_limit        integer,
     parked            boolean          NOT NULL DEFAULT false,
     rate_slot         double precision,
-    group_id          text COLLATE "C"
+    group_id          text COLLATE "C",
+    progress          bytea,
+    cursor            bytea
 );
 -- One partial index per hot path, holding only the rows that path can act on.
 CREATE INDEX jobs_ready ON {schema}.jobs (queue, parked, priority DESC, position, id)
@@ -170,7 +172,8 @@ CREATE TABLE {schema}.events (
     queue  text COLLATE "C" NOT NULL,
     key    text COLLATE "C",
     status text COLLATE "C" NOT NULL,
-    at     double precision NOT NULL DEFAULT extract(epoch FROM clock_timestamp())
+    at     double precision NOT NULL DEFAULT extract(epoch FROM clock_timestamp()),
+    progress bytea
 );
 CREATE INDEX events_key ON {schema}.events (key, id) WHERE key IS NOT NULL;
 
@@ -194,6 +197,27 @@ CREATE TABLE {schema}.webhooks (
     priority   integer          NOT NULL,
     delay      double precision NOT NULL,
     created_at double precision NOT NULL
+);
+
+-- Runtime schedules and skipped ticks (0014).
+CREATE TABLE {schema}.schedules (
+    name       text COLLATE "C" PRIMARY KEY,
+    task       text COLLATE "C" NOT NULL,
+    queue      text COLLATE "C" NOT NULL,
+    payload    bytea            NOT NULL,
+    priority   integer          NOT NULL,
+    every      double precision,
+    cron       text COLLATE "C",
+    tz         text COLLATE "C" NOT NULL,
+    catch_up   text COLLATE "C" NOT NULL,
+    overlap    text COLLATE "C" NOT NULL,
+    updated_at double precision NOT NULL
+);
+
+CREATE TABLE {schema}.skipped_ticks (
+    key       text COLLATE "C" PRIMARY KEY,
+    count     integer          NOT NULL,
+    last_tick double precision NOT NULL
 );
 
 -- Freshness: a scope after its sync job's end (0004).

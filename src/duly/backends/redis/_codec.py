@@ -72,6 +72,8 @@ def record(job_id: str, flat: RawHash | dict[bytes, bytes]) -> JobRecord:
         lost=int(h.get(b"n", 0)),
         expire_at=float_or_none(h.get(b"z")),
         rate_slot=float_or_none(h.get(b"y")),
+        progress=h.get(b"pr"),
+        cursor=h.get(b"cu"),
     )
 
 
@@ -94,6 +96,7 @@ class ClaimRow(NamedTuple):
     lost: bytes | None  # n
     expire_at: bytes | None  # z
     rate_slot: bytes | None  # y
+    cursor: bytes | None  # cu
 
 
 def claimed(
@@ -124,6 +127,7 @@ def claimed(
         lost=0 if lost is None else int(lost),
         expire_at=None if expire_at is None else float(expire_at),
         rate_slot=None if rate_slot is None else float(rate_slot),
+        cursor=r.cursor,
     )
 
 

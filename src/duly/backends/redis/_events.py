@@ -57,6 +57,16 @@ def _stream(keys: Keyspace, key: str | None) -> str:
     return keys.events if key is None else keys.key_events(key)
 
 
+def _event(
+    number: str, job_id: str, task: str, queue: str, key: str | None, status: str | int, at: float
+) -> EventRecord:
+    """One event; a status slot holding JSON is a ``progress`` event's progress (emit_progress
+    in lua/_events.lua), of a ``running`` job."""
+    if isinstance(status, str) and status.startswith("{"):
+        return EventRecord(number, job_id, task, queue, key, "running", at, status.encode())
+    return EventRecord(number, job_id, task, queue, key, _STATUS[status], at)
+
+
 def _events(entry: Entry, key: str | None) -> list[EventRecord]:
     """The events of one entry of ``ev`` (``key`` None) or of ``ev:k:<key>``."""
     entry_id, fields = entry
@@ -65,25 +75,25 @@ def _events(entry: Entry, key: str | None) -> list[EventRecord]:
     if key is None:
         first = int(entry_id[2:]) - len(flat) // 5 + 1
         return [
-            EventRecord(
+            _event(
                 str(first + i // 5),
                 str(flat[i]),
                 str(flat[i + 2]),
                 str(flat[i + 3]),
                 str(flat[i + 4]) or None,
-                _STATUS[flat[i + 1]],
+                flat[i + 1],
                 at,
             )
             for i in range(0, len(flat), 5)
         ]
     return [
-        EventRecord(
+        _event(
             str(flat[i]),
             str(flat[i + 1]),
             str(flat[i + 3]),
             str(flat[i + 4]),
             key,
-            _STATUS[flat[i + 2]],
+            flat[i + 2],
             at,
         )
         for i in range(0, len(flat), 5)

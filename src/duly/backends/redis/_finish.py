@@ -28,7 +28,7 @@ async def heartbeat(
         gone: list[bytes] = await conn.call(
             conn.scripts.heartbeat,
             (k.running, k.workers),
-            [k.prefix, worker, float(now), float(lease_until), *job_ids],
+            [k.prefix, worker, float(now), float(lease_until), 0, *job_ids],
         )
     return [job_id.decode() for job_id in gone]
 

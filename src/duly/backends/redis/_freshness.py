@@ -147,6 +147,13 @@ class RedisFreshness:
             row = await c.client.hmget(c.keys.fresh(name, scope), fields)
         return scope_row(name, scope, row)
 
+    async def forget(self, name: str, scope: str) -> bool:
+        """Delete the scope's hash and its index entries in one script call."""
+        c = self._conn
+        keys = (c.keys.fresh(name, scope), c.keys.fresh_due(name), c.keys.fresh_index(name))
+        with c.guard("freshness"):
+            return int(await c.call(c.scripts.freshness_forget, keys, [scope])) == 1
+
     async def stale_count(self, name: str, now: float) -> int:
         """The stale scopes, counted by the script."""
         return int(cast(int, await self._scopes("count", name, now, True, 0)))

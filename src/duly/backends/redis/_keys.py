@@ -55,6 +55,10 @@ key                     type    content
                                 max_staleness, -1e18 when never synced)
 ``hooks``               hash    webhooks: SHA-256 of the secret (hex) -> msgpack of the record
                                 (HSETNX stores, HGET finds, HDEL revokes; no secret stored)
+``sched``               hash    runtime schedules (app.schedule): name -> msgpack of the record
+                                (HSET replaces, HDEL removes, HGETALL lists)
+``sk``                  hash    skipped ticks (overlap="skip"): a schedule's job key ->
+                                ``"<count> <latest tick>"`` (skip_tick.lua)
 ``iw:<queue>``           zset    idle worker processes waiting on ``queue`` (hand-off, below);
                                 score = the worker's clock at registration; PEXPIRE = the last
                                 registration's TTL
@@ -80,7 +84,9 @@ hold ends at start, ``ux`` hold expiry, ``g`` gate, ``G`` gate limit; ``gp`` the
 group member; dependencies (lua/_dependencies.lua): ``dh`` = ``1`` on a job others wait for,
 and on a dependent ``aw`` its dependencies not succeeded yet, ``ap`` the one whose result is
 its chain input, ``ai`` that input, ``ab`` the dependency that cancelled it, ``ar`` seconds it
-is kept once so cancelled (a waiting dependent is ``scheduled`` with no ``d``). Times are Python
+is kept once so cancelled (a waiting dependent is ``scheduled`` with no ``d``); ``pr`` the last
+progress a run reported (JSON), ``cu`` its last checkpoint (JSON; see lua/_progress.lua).
+Times are Python
 ``repr(float)`` strings, so they read back exactly.
 
 Invariants every script keeps: a job is ``queued`` iff its id is in exactly one ``q:<queue>`` or
@@ -169,6 +175,8 @@ class Keyspace:
         "queue_counts",
         "queues",
         "running",
+        "schedules",
+        "skipped_ticks",
         "unique",
         "wake",
         "webhooks",
@@ -196,6 +204,8 @@ class Keyspace:
         self.events_count = p + "ev:n"
         self.webhooks = p + "hooks"
         self.paused = p + "paused"
+        self.schedules = p + "sched"
+        self.skipped_ticks = p + "sk"
         self.format = p + "format"
 
     def job(self, job_id: str) -> str:
@@ -224,6 +234,9 @@ class Keyspace:
 
     def fresh_index(self, name: str) -> str:
         return f"{self.prefix}fs:{name}"
+
+    def fresh_due(self, name: str) -> str:
+        return f"{self.prefix}fd:{name}"
 
     def rate(self, key: str) -> str:
         return f"{self.prefix}rl:{key}"

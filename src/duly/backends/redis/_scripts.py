@@ -207,8 +207,10 @@ class Scripts:
         self.reserve_rate = Script("reserve_rate")
         self.freshness = Script("freshness")
         self.freshness_scopes = Script("freshness_scopes")
+        self.freshness_forget = Script("freshness_forget")
         self.queue_ages = Script("queue_ages")
         self.resume = Script("resume")
+        self.skip_tick = Script("skip_tick")
         self.all = tuple(v for v in vars(self).values() if isinstance(v, Script))
 
     async def load(self, client: Client) -> None:

@@ -62,8 +62,8 @@ def read_events(
             params = {"key": key, "after": after, "limit": limit}
             rows = conn.execute(QUERIES["key_events_after"], params)
         return [
-            EventRecord(str(eid), job_id, task, queue, k, status, at)
-            for eid, job_id, task, queue, k, status, at in rows
+            EventRecord(str(eid), job_id, task, queue, k, status, at, progress)
+            for eid, job_id, task, queue, k, status, at, progress in rows
         ]
 
     return read

@@ -143,6 +143,16 @@ def stale_count(name: str, now: float) -> Callable[[sqlite3.Connection], int]:
     return read
 
 
+def forget(name: str, scope: str) -> Callable[[sqlite3.Connection], bool]:
+    """The forget transaction's body: delete the scope's row; whether there was one."""
+    params = {"name": name, "scope": scope}
+
+    def delete(conn: sqlite3.Connection) -> bool:
+        return conn.execute(QUERIES["fresh_forget"], params).rowcount > 0
+
+    return delete
+
+
 def drop(conn: sqlite3.Connection) -> None:
     """Delete every scope (with the backend's drop)."""
     conn.execute(QUERIES["fresh_drop"])
@@ -175,6 +185,10 @@ class SqliteFreshness:
     async def stale_count(self, name: str, now: float) -> int:
         """How many scopes of ``name`` are stale at ``now``."""
         return await self._db.run(stale_count(name, now), "freshness")
+
+    async def forget(self, name: str, scope: str) -> bool:
+        """Delete one scope's row (its due entry with it); whether it existed."""
+        return await self._db.transaction(forget(name, scope), "freshness")
 
     async def scopes(self, name: str, now: float, stale_only: bool, limit: int) -> list[ScopeState]:
         """The scopes of ``name``, earliest stale first."""

@@ -71,5 +71,9 @@ FROM freshness WHERE name = :name AND scope = :scope;
 SELECT count(*) FROM freshness INDEXED BY freshness_stale
 WHERE name = :name AND stale_at <= :now;
 
+-- name: fresh_forget
+-- The scope's row is all there is of it (its next_due is its due entry): deleting it forgets it.
+DELETE FROM freshness WHERE name = :name AND scope = :scope;
+
 -- name: fresh_drop
 DELETE FROM freshness;

@@ -126,7 +126,7 @@ RETURNING id, task, queue, payload, status, attempts, max_attempts, key, priorit
           CAST(started_at AS REAL) AS started_at, CAST(finished_at AS REAL) AS finished_at,
           result, errors, worker, CAST(lease_until AS REAL) AS lease_until, lost,
           CAST(expire_at AS REAL) AS expire_at, CAST(rate_slot AS REAL) AS rate_slot,
-          position, gate;
+          progress, cursor, position, gate;
 
 -- name: claim_candidates
 -- claim's fast path: the first :limit ready jobs of one queue in claim order (jobs_claim index),
@@ -135,7 +135,7 @@ RETURNING id, task, queue, payload, status, attempts, max_attempts, key, priorit
 -- rule for a job that lost a worker before applied in Python); else it runs claim instead.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot, gate,
+       lease_until, lost, expire_at, rate_slot, progress, cursor, gate,
        (SELECT data_version FROM pragma_data_version) AS data_version
 FROM jobs INDEXED BY jobs_claim
 WHERE status = 'queued' AND parked = 0 AND queue = :queue
@@ -384,14 +384,14 @@ DELETE FROM rate_limits WHERE tat <= :now;
 -- name: get_job
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot
+       lease_until, lost, expire_at, rate_slot, progress, cursor
 FROM jobs WHERE id = :id;
 
 -- name: list_jobs_by_key
 -- One key's jobs, newest first, through the jobs_key index only.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot
+       lease_until, lost, expire_at, rate_slot, progress, cursor
 FROM jobs INDEXED BY jobs_key
 WHERE key = :key
   AND id < :before
@@ -405,7 +405,7 @@ LIMIT :limit;
 -- One state's jobs, newest first, through the jobs_status index.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot
+       lease_until, lost, expire_at, rate_slot, progress, cursor
 FROM jobs INDEXED BY jobs_status
 WHERE status = :status
   AND id < :before
@@ -418,7 +418,7 @@ LIMIT :limit;
 -- Any state: walks the primary key newest first, filtering as it goes.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot
+       lease_until, lost, expire_at, rate_slot, progress, cursor
 FROM jobs
 WHERE id < :before
   AND (:task IS NULL OR task = :task)
@@ -454,6 +454,8 @@ DELETE FROM queues;
 DELETE FROM rate_limits;
 DELETE FROM webhooks;
 DELETE FROM paused_queues;
+DELETE FROM schedules;
+DELETE FROM skipped_ticks;
 
 
 -- Groups and events (0004_groups_events.sql does the writing, in triggers).
@@ -493,11 +495,11 @@ SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0);
 SELECT upto FROM event_trim;
 
 -- name: events_after
-SELECT id, job_id, task, queue, key, status, at FROM events
+SELECT id, job_id, task, queue, key, status, at, progress FROM events
 WHERE id > :after ORDER BY id LIMIT :limit;
 
 -- name: key_events_after
-SELECT id, job_id, task, queue, key, status, at FROM events INDEXED BY events_key
+SELECT id, job_id, task, queue, key, status, at, progress FROM events INDEXED BY events_key
 WHERE key = :key AND id > :after ORDER BY key, id LIMIT :limit;
 
 -- name: key_events_newest
@@ -595,6 +597,58 @@ SELECT job_id FROM job_after WHERE after_id = :id ORDER BY job_id;
 
 -- name: dependency_input
 SELECT input FROM job_waits WHERE job_id = :id;
+
+
+-- Progress and checkpoints (0012_progress.sql, duly.backends.progress).
+
+-- name: progress_event
+-- A `progress` event for a new progress of a job still running under :worker (before
+-- store_progress, in the heartbeat's transaction): status 'running', the progress carried.
+INSERT INTO events (job_id, task, queue, key, status, at, progress)
+SELECT id, task, queue, key, status, (julianday('now') - 2440587.5) * 86400.0, :progress
+FROM jobs
+WHERE id = :id AND status = 'running' AND worker = :worker AND :progress IS NOT NULL;
+
+-- name: store_progress
+-- A run's latest progress and checkpoint on its job, if still running under :worker; a NULL
+-- leaves that value as stored.
+UPDATE jobs
+SET progress = coalesce(:progress, progress), cursor = coalesce(:cursor, cursor)
+WHERE id = :id AND status = 'running' AND worker = :worker;
+
+-- Runtime schedules and skipped ticks (0010_schedules.sql).
+
+-- name: schedule_exists
+SELECT 1 FROM schedules WHERE name = :name;
+
+-- name: put_schedule
+-- An upsert: the row of that name replaced whole.
+INSERT INTO schedules (name, task, queue, payload, priority, every, cron, tz, catch_up,
+                       overlap, updated_at)
+VALUES (:name, :task, :queue, :payload, :priority, :every, :cron, :tz, :catch_up, :overlap,
+        :updated_at)
+ON CONFLICT (name) DO UPDATE SET
+    task = excluded.task, queue = excluded.queue, payload = excluded.payload,
+    priority = excluded.priority, every = excluded.every, cron = excluded.cron,
+    tz = excluded.tz, catch_up = excluded.catch_up, overlap = excluded.overlap,
+    updated_at = excluded.updated_at;
+
+-- name: delete_schedule
+DELETE FROM schedules WHERE name = :name;
+
+-- name: all_schedules
+SELECT name, task, queue, payload, priority, every, cron, tz, catch_up, overlap, updated_at
+FROM schedules ORDER BY name;
+
+-- name: skip_tick
+-- Counted once per tick: a tick no later than the one recorded changes nothing (no row).
+INSERT INTO skipped_ticks (key, count, last_tick) VALUES (:key, 1, :tick)
+ON CONFLICT (key) DO UPDATE SET count = count + 1, last_tick = excluded.last_tick
+WHERE last_tick < excluded.last_tick
+RETURNING 1;
+
+-- name: skipped_ticks
+SELECT key, count, last_tick FROM skipped_ticks;
 
 -- Paused queues (0008_paused_queues.sql).
 

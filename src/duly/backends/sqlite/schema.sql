@@ -48,7 +48,10 @@ CREATE TABLE jobs (
     parked        INTEGER NOT NULL DEFAULT 0 CHECK (parked IN (0, 1)),
     rate_slot     REAL,
     -- 0004: groups
-    group_id      TEXT
+    group_id      TEXT,
+    -- 0012: progress and checkpoint
+    progress      BLOB,
+    cursor        BLOB
 ) WITHOUT ROWID;
 
 CREATE INDEX jobs_due ON jobs (scheduled_for) WHERE status IN ('scheduled', 'retrying');
@@ -149,7 +152,9 @@ CREATE TABLE events (
     queue  TEXT    NOT NULL,
     key    TEXT,
     status TEXT    NOT NULL,
-    at     REAL    NOT NULL
+    at     REAL    NOT NULL,
+    -- 0012: a progress event's progress (JSON)
+    progress BLOB
 );
 CREATE INDEX events_key ON events (key, id) WHERE key IS NOT NULL;
 
@@ -305,3 +310,24 @@ BEGIN
     VALUES (NEW.id, NEW.task, NEW.queue, NEW.key, NEW.status,
             (julianday('now') - 2440587.5) * 86400.0);
 END;
+
+-- Runtime schedules and skipped ticks (0010).
+CREATE TABLE schedules (
+    name       TEXT    PRIMARY KEY,
+    task       TEXT    NOT NULL,
+    queue      TEXT    NOT NULL,
+    payload    BLOB    NOT NULL,
+    priority   INTEGER NOT NULL,
+    every      REAL,
+    cron       TEXT,
+    tz         TEXT    NOT NULL,
+    catch_up   TEXT    NOT NULL,
+    overlap    TEXT    NOT NULL,
+    updated_at REAL    NOT NULL
+);
+
+CREATE TABLE skipped_ticks (
+    key       TEXT    PRIMARY KEY,
+    count     INTEGER NOT NULL,
+    last_tick REAL    NOT NULL
+);

@@ -29,6 +29,12 @@ local function emit(id, status, task, queue, key)
   if key and key ~= '' then pending_keyed = true else key = '' end
   e[b + 1], e[b + 2], e[b + 3], e[b + 4], e[b + 5] = id, STATUS_CODE[status], task, queue, key
 end
+-- A `progress` event (duly.backends.progress): a `running` event whose status slot holds the
+-- progress JSON (a string starting with `{`) instead of the status code.
+local function emit_progress(id, progress, task, queue, key)
+  emit(id, 'running', task, queue, key)
+  pending_events[pending_count * 5 - 3] = progress
+end
 local function trim_events()
   local e, count = pending_events, pending_count
   if count == 0 then return end

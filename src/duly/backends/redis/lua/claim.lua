@@ -7,8 +7,8 @@
 -- order to try them
 -- Each taken job emits a `running` event.
 -- Returns {id, row, id, row, ...}: each job's fields after the change, by position (nil when
--- absent): t, q, p, a, m, k, r, e, d, o, x, n, z, y (the caller knows s, b, w and l, and that
--- f is gone). One HMGET per job is the only read.
+-- absent): t, q, p, a, m, k, r, e, d, o, x, n, z, y, cu (the caller knows s, b, w and l, and
+-- that f is gone). One HMGET per job is the only read.
 --
 -- Idle mode (ARGV[6] set; _handoff.lua): with ARGV[8] = '1', the worker's registration is
 -- withdrawn and the rows in its inbox (jobs already claimed for it by enqueue.lua) count
@@ -67,7 +67,7 @@ for qi = 9, #ARGV do
       else
         local jk = job_key(id)
         local h = redis.call('HMGET', jk, 't', 'q', 'p', 'a', 'm', 'k', 'r', 'e', 'd', 'o', 'x',
-          'n', 'z', 'y', 's', 'f', 'g', 'G', 'u', 'U')
+          'n', 'z', 'y', 's', 'f', 'g', 'G', 'u', 'U', 'cu')
         local status, attempts, lost = h[15], tonumber(h[4]) or 0, tonumber(h[12]) or 0
         local gate, gate_limit, hold = h[17], tonumber(h[18]) or 0, h[19]
         if status == 'queued' and lost > 0 and #out > 0 then
@@ -87,7 +87,7 @@ for qi = 9, #ARGV do
           emit(id, 'running', h[1], h[2], h[6])
           out[#out + 1] = id
           out[#out + 1] = {h[1], h[2], h[3], attempts, h[5], h[6], h[7], h[8], h[9], h[10], h[11],
-            h[12], h[13], h[14]}
+            h[12], h[13], h[14], h[21]}
           running[#running + 1] = lease_until
           running[#running + 1] = id
           want = want - 1
