@@ -65,6 +65,7 @@ from duly.backends.sqlite._groups import SqliteGroups
 from duly.backends.sqlite._pausing import SqlitePausing
 from duly.backends.sqlite._progress import SqliteProgress
 from duly.backends.sqlite._schedules import SqliteSchedules
+from duly.backends.sqlite._watches import SqliteWatches
 from duly.backends.sqlite._webhooks import SqliteWebhooks
 
 __all__ = ["SqliteBackend", "path_from_url"]
@@ -97,6 +98,7 @@ class SqliteBackend:
         self.events = SqliteEvents(self._db)
         self.webhooks = SqliteWebhooks(self._db)
         self.pausing = SqlitePausing(self._db, self._signal)
+        self.watches = SqliteWatches(self._db)
         self.progress = SqliteProgress(self._db)
         self.schedules = SqliteSchedules(self._db)
 
