@@ -28,6 +28,7 @@ from chaos import (
     s7_state_machine,
     s8_group_storm,
     s9_failover,
+    s10_chain_storm,
 )
 
 SCENARIOS = {
@@ -40,11 +41,13 @@ SCENARIOS = {
     "7": s7_state_machine,
     "8": s8_group_storm,
     "9": s9_failover,
+    "10": s10_chain_storm,
 }
 NAMES = {
     "1": s1_kill_storm.NAME, "2": s2_deploy.NAME, "3": s3_backend_restart.NAME,
     "4": s4_cut_connections.NAME, "5": s5_runaway.NAME_A, "6": s6_poison.NAME,
     "7": s7_state_machine.NAME, "8": s8_group_storm.NAME, "9": s9_failover.NAME_CLUSTER,
+    "10": s10_chain_storm.NAME,
 }  # fmt: skip
 
 

@@ -72,6 +72,12 @@ def work(token: str, ms: float = 0.0) -> str:
     return token
 
 
+def pipe(previous: str, token: str, ms: float = 0.0) -> str:
+    """A chain step: ``work`` that takes the previous step's result and extends it."""
+    work(token, ms)
+    return f"{previous}>{token}"
+
+
 async def awork(token: str, ms: float = 0.0) -> str:
     mark("S", token)
     if ms:
@@ -142,6 +148,7 @@ def unknown_to_workers(token: str) -> None:  # registered by producers only
 
 TASKS: dict[str, tuple[Any, dict[str, Any]]] = {
     "chaos.work": (work, {}),
+    "chaos.pipe": (pipe, {}),
     "chaos.awork": (awork, {}),
     "chaos.hang_in_c": (hang_in_c, {"timeout": 1, "retries": 0}),
     "chaos.hang_in_python": (hang_in_python, {"timeout": 1, "retries": 0}),

@@ -59,6 +59,7 @@ from duly._records import (
 )
 from duly._registry import TaskSettings
 from duly._retry import Backoff
+from duly._schedules import ScheduleInfo
 from duly._task import Signature, Task
 from duly._transactions import Transactions
 from duly._webhooks import Webhook
@@ -111,6 +112,7 @@ __all__ = [
     "QueueStats",
     "Retry",
     "RunContext",
+    "ScheduleInfo",
     "SerializationError",
     "Signature",
     "StatRow",

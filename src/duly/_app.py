@@ -23,7 +23,8 @@ from duly._limits import refuse_nul
 from duly._portal import Portal
 from duly._records import STATS_RETENTION, EnqueueResult, NewJob
 from duly._registry import Registry, TaskSettings, WatchTaskSettings
-from duly._schedule import CatchUp
+from duly._schedule import CatchUp, Overlap
+from duly._schedules import ScheduleInfo, list_schedules, put_schedule, remove_schedule
 from duly._sealing import Sealer
 from duly._task import Signature, Task, build_all, seconds
 from duly._transactions import Transactions
@@ -157,8 +158,6 @@ class App(AppQueries):
         self.registry = Registry()
         #: The registered tasks by name.
         self.tasks = self.registry.tasks
-        #: Periodic schedules by task name (``@app.periodic``).
-        self.schedules = self.registry.schedules
         #: Freshness mirrors by name (``app.freshness``).
         self.mirrors: dict[str, Mirror] = {}
         #: Hooks called on job events (``add_hook``); ``on_failure`` callbacks are hooks.
@@ -210,6 +209,7 @@ class App(AppQueries):
         cron: str | None = None,
         tz: str = "UTC",
         catch_up: CatchUp = "one",
+        overlap: Overlap = "skip",
         **task_settings: Unpack[TaskSettings],
     ) -> PeriodicDecorator:
         """Make a no-argument function a task AND run it on a schedule.
@@ -218,10 +218,12 @@ class App(AppQueries):
         (croniter syntax, evaluated in ``tz``). Each tick enqueues exactly one job however many
         schedulers run (every worker runs one; ``duly scheduler`` runs one alone).
         ``catch_up`` after downtime: ``"one"`` (default) runs the latest missed tick once,
-        ``"all"`` every missed tick, ``"skip"`` none. Task settings (``queue``, ``retries``,
-        ``timeout``, ``name``...) apply as in ``@app.task``.
+        ``"all"`` every missed tick, ``"skip"`` none. ``overlap``: a tick while the previous
+        tick's job still waits or runs is skipped (``"skip"``, the default: logged and
+        counted, see ``app.schedules()``) or queued behind it (``"queue"``). Task settings
+        (``queue``, ``retries``, ``timeout``, ``name``...) apply as in ``@app.task``.
         """
-        return PeriodicDecorator(self, every, cron, tz, catch_up, task_settings)
+        return PeriodicDecorator(self, every, cron, tz, catch_up, overlap, task_settings)
 
     def watch(
         self,
@@ -559,6 +561,61 @@ class App(AppQueries):
     async def revoke_webhook_async(self, secret: str) -> bool:
         """Async twin of ``revoke_webhook``."""
         return await revoke_webhook(self, secret)
+
+    # -- runtime schedules (duly._schedules) ------------------------------------------------
+    def schedule(
+        self,
+        name: str,
+        sig: Signature,
+        *,
+        every: float | timedelta | None = None,
+        cron: str | None = None,
+        tz: str = "UTC",
+        catch_up: CatchUp = "one",
+        overlap: Overlap = "skip",
+    ) -> ScheduleInfo:
+        """Store a periodic schedule named ``name`` that enqueues ``sig`` (``task.s(...)``)
+        ``every`` seconds or on ``cron`` in ``tz``, replacing the one of that name; every
+        scheduler picks it up by its next tick. ``catch_up`` and ``overlap`` as in
+        ``@app.periodic``. An unknown task, a bad schedule or time zone: ConfigurationError."""
+        return self.run_sync(
+            self.schedule_async(
+                name, sig, every=every, cron=cron, tz=tz, catch_up=catch_up, overlap=overlap
+            )
+        )
+
+    async def schedule_async(
+        self,
+        name: str,
+        sig: Signature,
+        *,
+        every: float | timedelta | None = None,
+        cron: str | None = None,
+        tz: str = "UTC",
+        catch_up: CatchUp = "one",
+        overlap: Overlap = "skip",
+    ) -> ScheduleInfo:
+        """Async twin of ``schedule``."""
+        return await put_schedule(
+            self, name, sig, every=every, cron=cron, tz=tz, catch_up=catch_up, overlap=overlap
+        )
+
+    def unschedule(self, name: str) -> bool:
+        """Remove the stored schedule ``name`` (it ticks no more); False if there was none."""
+        return self.run_sync(remove_schedule(self, name))
+
+    async def unschedule_async(self, name: str) -> bool:
+        """Async twin of ``unschedule``."""
+        return await remove_schedule(self, name)
+
+    def schedules(self) -> list[ScheduleInfo]:
+        """Every periodic schedule, decorated (``@app.periodic``) and stored
+        (``app.schedule``), by name, with its next and last tick and its skipped ticks."""
+        return self.run_sync(list_schedules(self))
+
+    async def schedules_async(self) -> list[ScheduleInfo]:
+        """Async twin of ``schedules``."""
+        return await list_schedules(self)
 
     # -- HTTP (duly.http) -------------------------------------------------------------------
     def asgi(

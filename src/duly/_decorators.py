@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from duly._errors import ConfigurationTypeError
 from duly._registry import TaskSettings
-from duly._schedule import CatchUp, Schedule
+from duly._schedule import CatchUp, Overlap, Schedule
 from duly._task import Task, seconds
 from duly._watch import Watch, WatchConfig
 
@@ -48,13 +48,16 @@ class PeriodicDecorator:
         cron: str | None,
         tz: str,
         catch_up: CatchUp,
+        overlap: Overlap,
         settings: TaskSettings,
     ) -> None:
         self._app = app
         self._settings = settings
         every_s = None if every is None else seconds(every, "every")
         # Built (and so validated) now; the task name is filled in when the function comes.
-        self._schedule = Schedule("", every=every_s, cron=cron, tz=tz, catch_up=catch_up)
+        self._schedule = Schedule(
+            "", every=every_s, cron=cron, tz=tz, catch_up=catch_up, overlap=overlap
+        )
 
     @overload
     def __call__(self, fn: Callable[[], Coroutine[Any, Any, R]]) -> Task[[], R]: ...

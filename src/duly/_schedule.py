@@ -20,9 +20,12 @@ from croniter import croniter
 from duly._errors import ConfigurationError
 from duly._ids import encode_ulid
 
-__all__ = ["MAX_CATCH_UP", "ON_TIME", "CatchUp", "Schedule", "tick_job_id"]
+__all__ = ["MAX_CATCH_UP", "ON_TIME", "CatchUp", "Overlap", "Schedule", "tick_job_id"]
 
 CatchUp = Literal["skip", "one", "all"]
+#: What a tick does while its schedule's previous job still waits or runs: ``"skip"`` it
+#: (the default) or ``"queue"`` it anyway.
+Overlap = Literal["skip", "queue"]
 #: The most missed ticks ``catch_up="all"`` runs after downtime.
 MAX_CATCH_UP = 1000
 #: A tick seen this late by a live scheduler is a normal tick, not a missed one.
@@ -39,31 +42,52 @@ def tick_job_id(task: str, tick: float) -> str:
 @dataclass(frozen=True, slots=True)
 class Schedule:
     """When a periodic task fires: ``every`` seconds (ticks at multiples of it since the epoch)
-    or a ``cron`` expression evaluated in ``tz``."""
+    or a ``cron`` expression evaluated in ``tz``; ``overlap``: what a tick does while the
+    previous tick's job still waits or runs. ``name``: a stored schedule's (``app.schedule``);
+    a decorated one (``@app.periodic``) has none and goes by its task's name."""
 
     task: str
     every: float | None = None
     cron: str | None = None
     tz: str = "UTC"
     catch_up: CatchUp = "one"
+    overlap: Overlap = "skip"
+    name: str = ""
 
     def __post_init__(self) -> None:
         if (self.every is None) == (self.cron is None):
             raise ConfigurationError("a periodic task needs exactly one of every= or cron=")
         if self.every is not None and not self.every >= 1:
             raise ConfigurationError(f"every= must be at least 1 second, got {self.every!r}")
+        if self.every is not None and not math.isfinite(self.every):
+            raise ConfigurationError(
+                f"every= must be a finite number of seconds, got {self.every!r}"
+            )
         if self.cron is not None and not croniter.is_valid(self.cron):
             raise ConfigurationError(f"invalid cron expression {self.cron!r}")
         if self.catch_up not in ("skip", "one", "all"):
             raise ConfigurationError(
                 f"catch_up must be 'skip', 'one' or 'all', got {self.catch_up!r}"
             )
+        if self.overlap not in ("skip", "queue"):
+            raise ConfigurationError(f"overlap must be 'skip' or 'queue', got {self.overlap!r}")
         self.zone()  # validate tz
 
     @property
+    def label(self) -> str:
+        """The schedule's name: a stored one's own, a decorated one's task's."""
+        return self.name or self.task
+
+    @property
     def key(self) -> str:
-        """The key indexing this schedule's jobs."""
-        return f"periodic:{self.task}"
+        """The key indexing this schedule's jobs (and holding, with ``overlap="skip"``, the
+        unique hold of its active tick job)."""
+        return f"schedule:{self.name}" if self.name else f"periodic:{self.task}"
+
+    def tick_id(self, tick: float) -> str:
+        """The id of this schedule's job for ``tick`` (a decorated schedule's ids are its
+        task's, as before stored schedules existed)."""
+        return tick_job_id(self.key if self.name else self.task, tick)
 
     def zone(self) -> tzinfo:
         """The time zone of ``cron``."""

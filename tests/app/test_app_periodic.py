@@ -45,7 +45,7 @@ def test_three_schedulers_store_one_job_per_tick(make_app: Callable[..., duly.Ap
     apps = [make_app() for _ in range(3)]
     for app in apps:
 
-        @app.periodic(every=1, name="beat")
+        @app.periodic(every=1, name="beat", overlap="queue")  # no worker: every tick stays
         def beat() -> None:
             pass
 
@@ -117,7 +117,7 @@ def test_catch_up_after_downtime(
     clock = duly.ManualClock(start=1_800_000_000.0)  # a multiple of 60
     app = make_app(clock=clock)
 
-    @app.periodic(every=60, catch_up=catch_up, name="minutely")  # type: ignore[arg-type]
+    @app.periodic(every=60, catch_up=catch_up, overlap="queue", name="minutely")  # type: ignore[arg-type]
     def minutely() -> None:
         pass
 
@@ -202,7 +202,7 @@ import duly
 app = duly.App(os.environ["DULY_URL"], namespace=os.environ["DULY_NAMESPACE"])
 
 
-@app.periodic(every=1, name="beat")
+@app.periodic(every=1, name="beat", overlap="queue")  # no worker runs: every tick stays
 def beat() -> None:
     pass
 """

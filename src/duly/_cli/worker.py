@@ -194,12 +194,11 @@ def worker(app_path: str | None, app_option: str | None, url: str | None, **valu
 def scheduler(
     app_path: str | None, app_option: str | None, url: str | None, log_level: str
 ) -> None:
-    """Run only the scheduler of MODULE:APP's periodic tasks (workers run one too)."""
+    """Run only the scheduler of MODULE:APP's periodic tasks and stored schedules (workers
+    run one too)."""
     app_path = _app_path(app_path, app_option)
     _configure_logging(log_level)
     app = load_app(app_path, url)
-    if not app.schedules:
-        fail(f"{app_path} has no periodic tasks", 2)
     from duly._scheduler import Scheduler
 
     async def run() -> None:
@@ -208,8 +207,9 @@ def scheduler(
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         runner = Scheduler(app)
+        decorated = ", ".join(sorted(app.registry.schedules)) or "none"
         logging.getLogger("duly.scheduler").info(
-            "scheduler started: %s", ", ".join(sorted(app.schedules))
+            "scheduler started: periodic tasks %s, and the stored schedules", decorated
         )
         try:
             await runner.run(stop)

@@ -55,7 +55,7 @@ def _schedule_task(schedule: Schedule) -> str:
 async def periodic(call: Call) -> PeriodicList:
     """Every periodic task: its schedule, next tick and newest job."""
     app = call.app
-    found, next_page = page_by_name(list(app.schedules.values()), _schedule_task, call)
+    found, next_page = page_by_name(list(app.registry.schedules.values()), _schedule_task, call)
     backend = await app.backend()
     now = app.clock.now()
     out = []

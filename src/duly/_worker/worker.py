@@ -140,7 +140,7 @@ class Worker:
         self.burst = burst
         self.connect_timeout = connect_timeout
         self._lease_share = lease_share
-        self.scheduler = Scheduler(app) if scheduler and app.schedules else None
+        self.scheduler = Scheduler(app) if scheduler else None  # stored schedules too
         self.install_signal_handlers = install_signal_handlers
         self.id = name or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-6:]}"
         self.stats = WorkerStats()

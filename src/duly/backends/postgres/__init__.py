@@ -20,7 +20,8 @@ queries, the pools, outages) and a ``Schema`` (``_migrate``), and hands them to 
 module of each step: ``_enqueue``, ``_claim``, ``_finish``, ``_recover``, ``_operator``,
 ``_lookups``, ``_workers``, ``_maintenance``, ``_concurrency``, ``_wake``, with ``_rows`` for
 the records. Each capability is an object of its own module (``_freshness``, ``_groups``,
-``_events``, ``_webhooks``, ``_progress``, ``_transactional``) under its key's attribute.
+``_events``, ``_webhooks``, ``_progress``, ``_schedules``, ``_transactional``) under its key's
+attribute.
 """
 
 from __future__ import annotations
@@ -61,8 +62,10 @@ from duly.backends.postgres._freshness import PostgresFreshness
 from duly.backends.postgres._groups import PostgresGroups
 from duly.backends.postgres._migrate import Schema
 from duly.backends.postgres._progress import PostgresProgress
+from duly.backends.postgres._schedules import PostgresSchedules
 from duly.backends.postgres._transactional import PostgresTransactional
 from duly.backends.postgres._wake import Listener
+from duly.backends.postgres._watches import PostgresWatches
 from duly.backends.postgres._webhooks import PostgresWebhooks
 
 __all__ = ["PostgresBackend"]
@@ -97,7 +100,9 @@ class PostgresBackend:
         self.dependencies = PostgresDependencies(db)
         self.events = PostgresEvents(db)
         self.webhooks = PostgresWebhooks(db)
+        self.watches = PostgresWatches(db)
         self.progress = PostgresProgress(db)
+        self.schedules = PostgresSchedules(db)
         self.transactional = PostgresTransactional(db, self._schema)
 
     def __repr__(self) -> str:

@@ -201,6 +201,27 @@ CREATE TABLE {schema}.webhooks (
     created_at double precision NOT NULL
 );
 
+-- Runtime schedules and skipped ticks (0014).
+CREATE TABLE {schema}.schedules (
+    name       text COLLATE "C" PRIMARY KEY,
+    task       text COLLATE "C" NOT NULL,
+    queue      text COLLATE "C" NOT NULL,
+    payload    bytea            NOT NULL,
+    priority   integer          NOT NULL,
+    every      double precision,
+    cron       text COLLATE "C",
+    tz         text COLLATE "C" NOT NULL,
+    catch_up   text COLLATE "C" NOT NULL,
+    overlap    text COLLATE "C" NOT NULL,
+    updated_at double precision NOT NULL
+);
+
+CREATE TABLE {schema}.skipped_ticks (
+    key       text COLLATE "C" PRIMARY KEY,
+    count     integer          NOT NULL,
+    last_tick double precision NOT NULL
+);
+
 -- Freshness: a scope after its sync job's end (0004).
 CREATE FUNCTION {schema}.fresh_next_baseline(now double precision, off double precision,
                                              every double precision)

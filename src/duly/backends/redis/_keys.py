@@ -55,6 +55,10 @@ key                     type    content
                                 max_staleness, -1e18 when never synced)
 ``hooks``               hash    webhooks: SHA-256 of the secret (hex) -> msgpack of the record
                                 (HSETNX stores, HGET finds, HDEL revokes; no secret stored)
+``sched``               hash    runtime schedules (app.schedule): name -> msgpack of the record
+                                (HSET replaces, HDEL removes, HGETALL lists)
+``sk``                  hash    skipped ticks (overlap="skip"): a schedule's job key ->
+                                ``"<count> <latest tick>"`` (skip_tick.lua)
 ``iw:<queue>``           zset    idle worker processes waiting on ``queue`` (hand-off, below);
                                 score = the worker's clock at registration; PEXPIRE = the last
                                 registration's TTL
@@ -168,6 +172,8 @@ class Keyspace:
         "queue_counts",
         "queues",
         "running",
+        "schedules",
+        "skipped_ticks",
         "unique",
         "wake",
         "webhooks",
@@ -194,6 +200,8 @@ class Keyspace:
         self.events = p + "ev"
         self.events_count = p + "ev:n"
         self.webhooks = p + "hooks"
+        self.schedules = p + "sched"
+        self.skipped_ticks = p + "sk"
         self.format = p + "format"
 
     def job(self, job_id: str) -> str:

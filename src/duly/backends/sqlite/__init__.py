@@ -18,9 +18,9 @@ This module is the facade: each method hands over to its seam, a module of funct
 retry, drop), ``_lookups``, ``_workers``, ``_maintenance`` (promote, purge, stats rows),
 ``_concurrency`` (unique holds, gates, rate slots), ``_wake`` (what ``wait_for_work`` waits
 for), ``_migrate`` and ``_rows``; each capability is an object over the same connection
-(``_freshness``, ``_groups``, ``_dependencies``, ``_events``, ``_webhooks``, ``_progress``). SQL
-lives in ``queries.sql`` (named queries) and ``migrations/`` (applied by ``migrate()``;
-``schema.sql`` shows the result).
+(``_freshness``, ``_groups``, ``_dependencies``, ``_events``, ``_webhooks``, ``_progress``,
+``_schedules``). SQL lives in ``queries.sql`` (named queries) and ``migrations/`` (applied
+by ``migrate()``; ``schema.sql`` shows the result).
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ from duly.backends.sqlite._events import SqliteEvents
 from duly.backends.sqlite._freshness import SqliteFreshness
 from duly.backends.sqlite._groups import SqliteGroups
 from duly.backends.sqlite._progress import SqliteProgress
+from duly.backends.sqlite._schedules import SqliteSchedules
+from duly.backends.sqlite._watches import SqliteWatches
 from duly.backends.sqlite._webhooks import SqliteWebhooks
 
 __all__ = ["SqliteBackend", "path_from_url"]
@@ -94,7 +96,9 @@ class SqliteBackend:
         self.dependencies = SqliteDependencies(self._db, self._signal)
         self.events = SqliteEvents(self._db)
         self.webhooks = SqliteWebhooks(self._db)
+        self.watches = SqliteWatches(self._db)
         self.progress = SqliteProgress(self._db)
+        self.schedules = SqliteSchedules(self._db)
 
     def __repr__(self) -> str:
         return f"SqliteBackend({self.url!r})"

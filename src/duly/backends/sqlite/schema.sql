@@ -308,3 +308,24 @@ BEGIN
     VALUES (NEW.id, NEW.task, NEW.queue, NEW.key, NEW.status,
             (julianday('now') - 2440587.5) * 86400.0);
 END;
+
+-- Runtime schedules and skipped ticks (0010).
+CREATE TABLE schedules (
+    name       TEXT    PRIMARY KEY,
+    task       TEXT    NOT NULL,
+    queue      TEXT    NOT NULL,
+    payload    BLOB    NOT NULL,
+    priority   INTEGER NOT NULL,
+    every      REAL,
+    cron       TEXT,
+    tz         TEXT    NOT NULL,
+    catch_up   TEXT    NOT NULL,
+    overlap    TEXT    NOT NULL,
+    updated_at REAL    NOT NULL
+);
+
+CREATE TABLE skipped_ticks (
+    key       TEXT    PRIMARY KEY,
+    count     INTEGER NOT NULL,
+    last_tick REAL    NOT NULL
+);

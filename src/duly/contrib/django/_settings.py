@@ -43,5 +43,5 @@ def app_from_settings(config: dict[str, Any] | None = None) -> App:
     app = App(**kwargs, transactions=transactions)
     # Sync tasks close Django's stale connections around each run (see _connections).
     app.registry = DjangoRegistry()
-    app.tasks, app.schedules = app.registry.tasks, app.registry.schedules
+    app.tasks = app.registry.tasks
     return app
