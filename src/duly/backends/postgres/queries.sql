@@ -1008,6 +1008,29 @@ SELECT w.input FROM {schema}.job_waits w WHERE w.job_id = %(id)s;
 SELECT pg_notify(%(channel)s, %(queue)s);
 
 
+-- Watches (backends/watches.py).
+
+-- name: watch_move
+-- The active job holding a unique key (jobs_unique: one at most), locked; moved to run at
+-- %(at)s unless it runs, is parked, or is queued and due already. Returns the holder as it
+-- was (id, status, parked), or no row.
+WITH holder AS (
+    SELECT j.id, j.status, j.parked
+    FROM {schema}.jobs j
+    WHERE j.unique_key = %(key)s AND j.status IN ('scheduled', 'queued', 'running', 'retrying')
+    FOR UPDATE
+),
+moved AS (
+    UPDATE {schema}.jobs j
+    SET status = CASE WHEN j.status = 'queued' THEN 'scheduled' ELSE j.status END,
+        scheduled_for = %(at)s
+    FROM holder h
+    WHERE j.id = h.id AND h.status <> 'running' AND NOT h.parked
+      AND NOT (h.status = 'queued' AND %(at)s <= %(now)s)
+    RETURNING j.id
+)
+SELECT h.id, h.status, h.parked, (SELECT count(*) FROM moved) FROM holder h;
+
 -- Progress and checkpoints (0016_progress.sql, duly.backends.progress).
 
 -- name: store_progress

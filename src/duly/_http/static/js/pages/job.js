@@ -4,7 +4,7 @@
 import { ApiError, get, seg } from "../api.js";
 import { ago, badge, card, h, json, replace, stamp, toDate } from "../dom.js";
 import { subscribe, throttle } from "../live.js";
-import { actionButton, jobLink, keyLink, link, query } from "../ui.js";
+import { actionButton, jobLink, keyLink, link, progressBar, query } from "../ui.js";
 
 const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
 
@@ -79,6 +79,7 @@ function errorsCard(job) {
 function facts(job) {
   const rows = [
     ["Status", badge(job.status)],
+    ...(job.progress ? [["Progress", h("span", { id: "job-progress" }, progressBar(job.progress), " ", stamp(job.progress.at))]] : []),
     ["Task", link(query("jobs", { task: job.task }), job.task)],
     ["Queue", link(query("jobs", { queue: job.queue }), job.queue)],
     ["Key", keyLink(job.key)],
@@ -143,8 +144,11 @@ export async function render(ctx) {
   await refresh();
   const again = throttle(() => refresh().catch(() => {}), 500);
   ctx.onLeave(
-    subscribe((event) => {
-      if (event.reset || event.job_id === id) again();
-    }),
+    subscribe(
+      (event) => {
+        if (event.reset || event.job_id === id) again();
+      },
+      { progress: true },
+    ),
   );
 }
