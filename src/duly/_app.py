@@ -188,7 +188,10 @@ class App(AppQueries):
         ``retry_on`` (exception types worth retrying; default any Exception), ``timeout``
         (seconds), ``queue``, ``priority``, ``retention`` / ``failed_retention`` (how long
         finished jobs are kept), ``name`` (default ``module.qualname``), ``retry_from_start``
-        (after a failure, run again from the start, not from the job's last ``checkpoint``).
+        (after a failure, run again from the start, not from the job's last ``checkpoint``),
+        ``isolated`` (each run in a child process of the worker's pool: a crash, a timeout or
+        a cancel ends that child only; a module-level function; see
+        ``duly._worker.isolation``).
 
         Concurrency control (templates over the parameters, e.g. ``"{team_id}:{scope}"``):
         ``unique`` (or ``True`` for all arguments): while such a job is scheduled, queued or
