@@ -35,6 +35,7 @@ from duly._workflows import (
     WorkflowInfo,
     enqueue_dependents,
     has_dependents,
+    load_dependents,
     load_workflow,
     prepare_chain,
     store_chain,
@@ -517,6 +518,14 @@ class App(AppQueries):
     async def get_workflow_async(self, workflow_id: str) -> WorkflowInfo | None:
         """Async twin of ``get_workflow``."""
         return await load_workflow(self, workflow_id)
+
+    def dependents(self, job_id: str) -> list[str]:
+        """The ids of the jobs that wait (or waited) for this one (``options(after=...)``)."""
+        return self.run_sync(self.dependents_async(job_id))
+
+    async def dependents_async(self, job_id: str) -> list[str]:
+        """Async twin of ``dependents``."""
+        return await load_dependents(self, job_id)
 
     def events(
         self, since: str | None = None, key: str | None = None, *, progress: bool = False
