@@ -1,8 +1,8 @@
 """Freshness (PRODUCT §7) on PostgreSQL: a sync is one pipelined transaction that locks its
 scopes' rows (``fresh_lock``), applies each request in Python
 (``duly._freshness_state.apply_request``, the rule SQLite applies too), stores the sync jobs
-due (the enqueue plan) and the rows (``fresh_store``). A sync job's end updates its scope in the statement that ends it
-(``fresh_after`` in ``finish``, ``recover``, ``fresh_cancelled``)."""
+due (the enqueue plan) and the rows (``fresh_store``). A sync job's end updates its scope in
+the statement that ends it (``fresh_after`` in ``finish``, ``recover``, ``fresh_cancelled``)."""
 
 from __future__ import annotations
 
