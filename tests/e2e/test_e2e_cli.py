@@ -46,6 +46,8 @@ COMMANDS = (
     "workers",
     "watches",
     "groups",
+    "schedules",
+    "unschedule",
     "migrate",
     "demo",
     "bench",

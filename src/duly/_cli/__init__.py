@@ -19,6 +19,7 @@ from duly._cli.inspect import (
     watches,
     workers,
 )
+from duly._cli.schedules import schedules, unschedule
 from duly._cli.worker import scheduler, worker
 
 __all__ = ["cli", "main"]
@@ -37,6 +38,8 @@ for command in (
     freshness,
     refresh,
     groups,
+    schedules,
+    unschedule,
     migrate,
     dashboard,
     demo,
