@@ -2,4 +2,5 @@
 
 from duly._cli import main
 
-main()
+if __name__ == "__main__":  # not when a child process of an isolated task imports it
+    main()

@@ -9,6 +9,12 @@ with the watch's progress kept in its ``result``. So a watch inherits everything
 is never lost to a worker crash (leases), never runs two checks at once (one job), waits in the
 due index at no cost until due, and runs past-due checks after downtime.
 
+``start(..., replace=True)`` (or ``options(..., replace=True)``, the form a type checker
+sees) moves an active watch's next check to the new time in one atomic backend step
+(``duly.backends.watches``): without it, starting an active watch returns it unchanged. A
+check running at that moment is not moved (its outcome decides what follows): ``start``
+returns the job, ``deduplicated``, as it is.
+
 Guards end a watch with a recorded reason: ``max_checks`` checks made and another asked for, a
 next time in the past or beyond ``horizon`` (from the start), or a check over ``timeout``. Every
 ended watch stays as a finished job (kept ``retention``, 7 days by default): ``WatchRecord``
@@ -17,18 +23,20 @@ reads one, ``app.watch_history()`` / ``duly watches`` list them.
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
-from duly._errors import ConfigurationError
+from duly._errors import ConfigurationError, ConfigurationTypeError
+from duly._job import Job
 from duly._records import JobRecord, Outcome
 from duly._serialization import decode, decode_payload, encode
 from duly._task import BoundTask, EnqueueOptions, Task, TaskConfig, seconds
+from duly.backends.watches import WATCHES
 
 if TYPE_CHECKING:
-    from duly._job import Job
     from duly._ports import AppPort
 
 __all__ = ["Watch", "WatchConfig", "WatchRecord", "WatchState", "check_outcome"]
@@ -214,13 +222,24 @@ def _maybe_utc(value: Any) -> datetime | None:
 class BoundWatch(BoundTask[P, R]):
     """A watch with its first check time set: ``watch.options(at=...).start(...)``."""
 
+    def __init__(self, task: Watch[P, R], options: EnqueueOptions, replace: bool = False) -> None:
+        super().__init__(task, options)
+        self.watch = task
+        self.replace = replace
+
     def start(self, *args: P.args, **kwargs: P.kwargs) -> Job:
-        """Start this watch (or return the one already watching these arguments)."""
-        return self.enqueue(*args, **kwargs)
+        """Start this watch (or return the one already watching these arguments);
+        ``replace=True`` (a keyword of ``start`` or of ``options``) moves an active watch's
+        next check to this time instead."""
+        if not self.watch.replacing(self.replace, kwargs):
+            return self.enqueue(*args, **kwargs)
+        return self.watch.app.run_sync(self.watch.replace_async(self, args, kwargs))
 
     async def start_async(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Async twin of ``start``."""
-        return await self.enqueue_async(*args, **kwargs)
+        if not self.watch.replacing(self.replace, kwargs):
+            return await self.enqueue_async(*args, **kwargs)
+        return await self.watch.replace_async(self, args, kwargs)
 
 
 class Watch(Task[P, R]):
@@ -233,6 +252,10 @@ class Watch(Task[P, R]):
     def __init__(self, app: AppPort, fn: Any, config: TaskConfig, watch: WatchConfig) -> None:
         super().__init__(app, fn, config)
         self.watch = watch
+        try:  # a function with an argument named `replace` keeps it (options(replace=) then)
+            self._own_replace = "replace" in inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            self._own_replace = False
 
     def __repr__(self) -> str:
         return f"<Watch {self.name}>"
@@ -256,10 +279,16 @@ class Watch(Task[P, R]):
         queue: str | None = None,
         connection: Any = None,
         on_commit: bool = False,
+        replace: bool = False,
     ) -> BoundWatch[P, R]:
         """When the first check runs (``at`` an aware datetime, or ``delay``), rounded up to
         the slot; ``priority`` and ``queue`` of its checks; ``connection`` / ``on_commit``:
-        start it inside / after the caller's transaction, as ``Task.options``."""
+        start it inside / after the caller's transaction, as ``Task.options``; ``replace``:
+        an active watch of the same arguments has its next check moved to that time."""
+        if not isinstance(replace, bool):
+            raise ConfigurationTypeError(f"replace must be True or False, got {replace!r}")
+        if replace and (connection is not None or on_commit):
+            raise ConfigurationError("replace=True moves a watch now: no connection=/on_commit")
         if at is not None and delay is not None:
             raise ValueError("give either delay= or at=, not both")
         first: datetime | None = at
@@ -274,16 +303,48 @@ class Watch(Task[P, R]):
         options = EnqueueOptions(
             at=first, priority=priority, queue=queue, connection=connection, on_commit=on_commit
         )
-        return BoundWatch(self, options)
+        return BoundWatch(self, options, replace)
 
     def start(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Start watching these arguments, first check now; if a watch of the same arguments is
-        active, return its job (``job.deduplicated``) instead."""
-        return self.enqueue(*args, **kwargs)
+        active, return its job (``job.deduplicated``) instead, or with ``replace=True`` move
+        its next check to now."""
+        return self.options().start(*args, **kwargs)
 
     async def start_async(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Async twin of ``start``."""
-        return await self.enqueue_async(*args, **kwargs)
+        return await self.options().start_async(*args, **kwargs)
+
+    def replacing(self, replace: bool, kwargs: dict[str, Any]) -> bool:
+        """Whether this start replaces: ``options(replace=)``, or a ``replace=`` keyword of
+        ``start`` (taken out of ``kwargs``) unless the function has an argument of that name."""
+        if "replace" in kwargs and not self._own_replace:
+            given = kwargs.pop("replace")
+            if not isinstance(given, bool):
+                raise ConfigurationTypeError(f"replace must be True or False, got {given!r}")
+            replace = replace or given
+        return replace
+
+    async def replace_async(
+        self, bound: BoundWatch[P, R], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Job:
+        """Move the active watch of these arguments to the bound time (now if none), or
+        start one there: each step atomic; a watch that ends or starts in between is seen by
+        the next round."""
+        key = self.key_of(args, kwargs)
+        store = WATCHES.of(await self.app.backend())
+        first = bound._options.at
+        job: Job | None = None
+        for _ in range(3):
+            now = self.app.clock.now()
+            moved = await store.move(key, now if first is None else first.timestamp(), now)
+            if moved is not None:
+                return Job(self.app, moved[0], deduplicated=True)
+            job = await bound.enqueue_async(*args, **kwargs)
+            if not job.deduplicated:
+                return job
+        assert job is not None
+        return job
 
     def stop(self, *args: P.args, **kwargs: P.kwargs) -> bool:
         """Stop watching these arguments (the awaited event happened); False if no such watch

@@ -19,7 +19,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-from chaos import harness, s1_kill_storm, s2_deploy, s6_poison, s8_group_storm  # noqa: E402
+from chaos import (  # noqa: E402
+    harness,
+    s1_kill_storm,
+    s2_deploy,
+    s6_poison,
+    s8_group_storm,
+    s10_chain_storm,
+)
 
 KINDS = ("sqlite", "redis", "postgres")
 
@@ -51,3 +58,7 @@ def test_poison_input_short(kind: str, tmp_path: Path) -> None:
 
 def test_group_storm_short(kind: str, tmp_path: Path) -> None:
     _assert_ok(s8_group_storm.run(kind, tmp_path, short=True, tiny=True))
+
+
+def test_chain_storm_short(kind: str, tmp_path: Path) -> None:
+    _assert_ok(s10_chain_storm.run(kind, tmp_path, short=True, tiny=True))

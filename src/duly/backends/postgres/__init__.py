@@ -65,6 +65,7 @@ from duly.backends.postgres._progress import PostgresProgress
 from duly.backends.postgres._schedules import PostgresSchedules
 from duly.backends.postgres._transactional import PostgresTransactional
 from duly.backends.postgres._wake import Listener
+from duly.backends.postgres._watches import PostgresWatches
 from duly.backends.postgres._webhooks import PostgresWebhooks
 
 __all__ = ["PostgresBackend"]
@@ -99,6 +100,7 @@ class PostgresBackend:
         self.dependencies = PostgresDependencies(db)
         self.events = PostgresEvents(db)
         self.webhooks = PostgresWebhooks(db)
+        self.watches = PostgresWatches(db)
         self.progress = PostgresProgress(db)
         self.schedules = PostgresSchedules(db)
         self.transactional = PostgresTransactional(db, self._schema)

@@ -404,16 +404,31 @@ counted AS (
 fresh AS (
     -- A freshness scope's sync: its scope changes with it (migrations/0004_freshness.sql).
     UPDATE {schema}.freshness f
-    SET (last_attempt, last_success, stale_at, failures, last_error, next_due, job_id) = (
-        SELECT x.last_attempt, x.last_success, x.stale_at, x.failures, x.last_error, x.next_due, x.job_id
+    -- A success stores the follow-up a touch queued meanwhile (PRODUCT §17): `follow`.
+    SET (last_attempt, last_success, stale_at, failures, last_error, next_due, job_id,
+         requested_by, follow_up) = (
+        SELECT x.last_attempt, x.last_success, x.stale_at, x.failures, x.last_error, x.next_due,
+               x.job_id, x.requested_by, x.follow_up
         FROM {schema}.fresh_after(f, d.status, j.started_at, o.errors, %(now)s) x)
     FROM done d JOIN o ON o.id = d.id JOIN {schema}.jobs j ON j.id = d.id
     WHERE f.job_id = d.id AND d.status IN ('succeeded', 'failed', 'retrying', 'cancelled')
+    RETURNING f.job_id, f.follow_up_payload, f.follow_up_priority, d.id AS ended, d.status,
+              d.task, d.queue, j.max_attempts, j.key
+),
+follow AS (
+    INSERT INTO {schema}.jobs (id, task, queue, payload, status, max_attempts, key, priority,
+                               enqueued_at, scheduled_for, position)
+    SELECT r.job_id, r.task, r.queue, r.follow_up_payload, 'queued', r.max_attempts, r.key,
+           r.follow_up_priority, %(now)s, %(now)s, %(now)s
+    FROM fresh r
+    WHERE r.status = 'succeeded' AND r.job_id IS NOT NULL
+    RETURNING queue
 )
 SELECT ARRAY(SELECT id FROM done WHERE status <> 'cancelled') AS applied,
        ARRAY(SELECT gate FROM done WHERE gate IS NOT NULL) AS freed,
        (SELECT count(pg_notify(%(channel)s, q.queue))
-          FROM (SELECT DISTINCT queue FROM done WHERE status = 'queued') AS q) AS woken;
+          FROM (SELECT queue FROM done WHERE status = 'queued'
+                UNION SELECT queue FROM follow) AS q) AS woken;
 
 
 -- name: gate_release
@@ -565,8 +580,10 @@ counted AS (
 fresh AS (
     -- A freshness scope's sync: its scope changes with it (migrations/0004_freshness.sql).
     UPDATE {schema}.freshness f
-    SET (last_attempt, last_success, stale_at, failures, last_error, next_due, job_id) = (
-        SELECT x.last_attempt, x.last_success, x.stale_at, x.failures, x.last_error, x.next_due, x.job_id
+    SET (last_attempt, last_success, stale_at, failures, last_error, next_due, job_id,
+         follow_up) = (
+        SELECT x.last_attempt, x.last_success, x.stale_at, x.failures, x.last_error, x.next_due,
+               x.job_id, x.follow_up
         FROM {schema}.fresh_after(f, e.status, j.started_at, e.errors, %(now)s) x)
     FROM (SELECT r.id, r.status, convert_to(jsonb_build_array(jsonb_build_object(
                  'type', 'LostWorker', 'message', 'lost its worker ' || %(max_lost)s || ' times'
@@ -1007,6 +1024,29 @@ SELECT w.input FROM {schema}.job_waits w WHERE w.job_id = %(id)s;
 -- enqueue_after: a dependent queued at once wakes its queue's workers.
 SELECT pg_notify(%(channel)s, %(queue)s);
 
+
+-- Watches (backends/watches.py).
+
+-- name: watch_move
+-- The active job holding a unique key (jobs_unique: one at most), locked; moved to run at
+-- %(at)s unless it runs, is parked, or is queued and due already. Returns the holder as it
+-- was (id, status, parked), or no row.
+WITH holder AS (
+    SELECT j.id, j.status, j.parked
+    FROM {schema}.jobs j
+    WHERE j.unique_key = %(key)s AND j.status IN ('scheduled', 'queued', 'running', 'retrying')
+    FOR UPDATE
+),
+moved AS (
+    UPDATE {schema}.jobs j
+    SET status = CASE WHEN j.status = 'queued' THEN 'scheduled' ELSE j.status END,
+        scheduled_for = %(at)s
+    FROM holder h
+    WHERE j.id = h.id AND h.status <> 'running' AND NOT h.parked
+      AND NOT (h.status = 'queued' AND %(at)s <= %(now)s)
+    RETURNING j.id
+)
+SELECT h.id, h.status, h.parked, (SELECT count(*) FROM moved) FROM holder h;
 
 -- Progress and checkpoints (0016_progress.sql, duly.backends.progress).
 

@@ -56,6 +56,7 @@ from duly.backends.redis._lookups import LIST_SCAN_BOUND
 from duly.backends.redis._migrate import Formats, open_namespace
 from duly.backends.redis._progress import RedisProgress
 from duly.backends.redis._schedules import RedisSchedules
+from duly.backends.redis._watches import RedisWatches
 from duly.backends.redis._webhooks import RedisWebhooks
 
 __all__ = ["LIST_SCAN_BOUND", "RedisBackend"]
@@ -83,6 +84,7 @@ class RedisBackend:
         self.dependencies = RedisDependencies(conn)
         self.events = RedisEvents(conn)
         self.webhooks = RedisWebhooks(conn)
+        self.watches = RedisWatches(conn)
         self.progress = RedisProgress(conn)
         self.schedules = RedisSchedules(conn)
         #: Direct hand-off (``_handoff.py``) on one server; a cluster or Sentinel only wakes.

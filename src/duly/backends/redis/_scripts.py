@@ -209,6 +209,7 @@ class Scripts:
         self.freshness_scopes = Script("freshness_scopes")
         self.freshness_forget = Script("freshness_forget")
         self.queue_ages = Script("queue_ages")
+        self.move_watch = Script("move_watch")
         self.skip_tick = Script("skip_tick")
         self.all = tuple(v for v in vars(self).values() if isinstance(v, Script))
 

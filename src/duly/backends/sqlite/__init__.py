@@ -64,6 +64,7 @@ from duly.backends.sqlite._freshness import SqliteFreshness
 from duly.backends.sqlite._groups import SqliteGroups
 from duly.backends.sqlite._progress import SqliteProgress
 from duly.backends.sqlite._schedules import SqliteSchedules
+from duly.backends.sqlite._watches import SqliteWatches
 from duly.backends.sqlite._webhooks import SqliteWebhooks
 
 __all__ = ["SqliteBackend", "path_from_url"]
@@ -95,6 +96,7 @@ class SqliteBackend:
         self.dependencies = SqliteDependencies(self._db, self._signal)
         self.events = SqliteEvents(self._db)
         self.webhooks = SqliteWebhooks(self._db)
+        self.watches = SqliteWatches(self._db)
         self.progress = SqliteProgress(self._db)
         self.schedules = SqliteSchedules(self._db)
 

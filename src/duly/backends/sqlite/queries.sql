@@ -598,6 +598,19 @@ SELECT job_id FROM job_after WHERE after_id = :id ORDER BY job_id;
 SELECT input FROM job_waits WHERE job_id = :id;
 
 
+-- Watches (backends/watches.py).
+
+-- name: watch_holder
+-- move: the active job holding a unique key (jobs_unique: one at most).
+SELECT id, status, parked FROM jobs
+WHERE unique_key = :key AND status IN ('scheduled', 'queued', 'running', 'retrying');
+
+-- name: watch_move
+-- move: the holder's next run at :at (a queued one waits `scheduled` again; promote queues it).
+UPDATE jobs
+SET status = CASE WHEN status = 'queued' THEN 'scheduled' ELSE status END, scheduled_for = :at
+WHERE id = :id;
+
 -- Progress and checkpoints (0012_progress.sql, duly.backends.progress).
 
 -- name: progress_event
