@@ -19,6 +19,7 @@ from duly._cli.inspect import (
     watches,
     workers,
 )
+from duly._cli.operate import pause, resume
 from duly._cli.schedules import schedules, unschedule
 from duly._cli.worker import scheduler, worker
 
@@ -33,6 +34,8 @@ for command in (
     cancel,
     stats,
     queues,
+    pause,
+    resume,
     workers,
     watches,
     freshness,
