@@ -674,3 +674,10 @@ DELETE FROM paused_queues WHERE queue = :queue;
 
 -- name: paused_queues
 SELECT queue, paused_at FROM paused_queues ORDER BY queue;
+
+-- Bulk actions (duly.backends.bulk).
+
+-- name: bulk_candidates
+-- The ids of a batch (JSON array) whose job is in :status now, in id order.
+SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND status = :status
+ORDER BY id;
