@@ -299,14 +299,21 @@ def queues(as_json: bool, app_path: str | None, url: str | None) -> None:
     if as_json:
         echo_json(
             [
-                {"name": q.name, "queued": q.queued, "scheduled": q.scheduled, "running": q.running}
+                {
+                    "name": q.name,
+                    "queued": q.queued,
+                    "scheduled": q.scheduled,
+                    "running": q.running,
+                    "paused": q.paused,
+                }
                 for q in found
             ]
         )
         return
-    table = Table("queue", "queued", "scheduled", "running", box=None)
+    table = Table("queue", "queued", "scheduled", "running", "paused", box=None)
     for q in found:
-        table.add_row(q.name, str(q.queued), str(q.scheduled), str(q.running))
+        paused = "paused" if q.paused else ""
+        table.add_row(q.name, str(q.queued), str(q.scheduled), str(q.running), paused)
     Console().print(table)
     if not found:
         click.echo("no queues yet" + _nothing_there(missing))

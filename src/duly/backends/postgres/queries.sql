@@ -214,6 +214,11 @@ ORDER BY n.ord;
 WITH candidates AS (
     SELECT q.pos, c.id, c.lost, c.priority, c.position, c.gate, c.gate_limit
     FROM unnest(%(queues)b::text[]) WITH ORDINALITY AS q(name, pos)
+    -- A paused queue gives nothing. FOR SHARE makes a pause (an UPDATE of the row) wait for
+    -- this claim, and this claim wait for a pause and read the row it committed.
+    LEFT JOIN LATERAL (
+        SELECT k.paused_at FROM {schema}.queues k WHERE k.name = q.name FOR SHARE
+    ) AS k ON true
     CROSS JOIN LATERAL (
         SELECT j.id, j.lost, j.priority, j.position, j.gate, j.gate_limit
         FROM {schema}.jobs j
@@ -222,6 +227,7 @@ WITH candidates AS (
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
     ) AS c
+    WHERE k.paused_at IS NULL
     LIMIT %(limit)s
 ),
 -- A job that already lost a worker (lost > 0) may be a poison pill: it is taken only alone, as
@@ -780,7 +786,8 @@ SELECT q.name,
        coalesce(c.scheduled, 0) AS scheduled,
        coalesce(c.running, 0) AS running,
        coalesce(c.parked, 0) AS parked,
-       c.oldest_ready_at
+       c.oldest_ready_at,
+       q.paused_at IS NOT NULL AS paused
 FROM {schema}.queues q
 LEFT JOIN counts c ON c.queue = q.name
 ORDER BY q.name;
@@ -1114,3 +1121,24 @@ RETURNING 1;
 
 -- name: skipped_ticks
 SELECT key, count, last_tick FROM {schema}.skipped_ticks;
+
+-- Paused queues (0012_paused_queues.sql).
+
+-- name: pause_queue
+-- Marks the queue paused (a new row for a queue never enqueued to); the upsert waits for the
+-- claims holding the row FOR SHARE. Returns a row only if it was not paused yet.
+INSERT INTO {schema}.queues AS k (name, paused_at) VALUES (%(queue)s, %(now)s)
+ON CONFLICT (name) DO UPDATE SET paused_at = excluded.paused_at WHERE k.paused_at IS NULL
+RETURNING true AS paused;
+
+-- name: resume_queue
+-- Returns: resumed (0 or 1), the queue's workers notified.
+WITH resumed AS (
+    UPDATE {schema}.queues k SET paused_at = NULL
+    WHERE k.name = %(queue)s AND k.paused_at IS NOT NULL
+    RETURNING k.name
+)
+SELECT count(pg_notify(%(channel)s, name)) AS resumed FROM resumed;
+
+-- name: paused_queues
+SELECT name, paused_at FROM {schema}.queues WHERE paused_at IS NOT NULL ORDER BY name;

@@ -91,9 +91,11 @@ CREATE TABLE {schema}.workers (
     info       jsonb            NOT NULL DEFAULT '{}'
 );
 
--- Every queue name ever enqueued to (queue_stats lists empty queues too).
+-- Every queue name ever enqueued to (queue_stats lists empty queues too); paused_at is set
+-- while it is paused (0012).
 CREATE TABLE {schema}.queues (
-    name text COLLATE "C" PRIMARY KEY
+    name      text COLLATE "C" PRIMARY KEY,
+    paused_at double precision
 );
 
 -- The running jobs of each gate.

@@ -224,6 +224,12 @@ CREATE TABLE webhooks (
     created_at REAL    NOT NULL
 );
 
+-- Paused queues (0008).
+CREATE TABLE paused_queues (
+    queue     TEXT PRIMARY KEY,
+    paused_at REAL NOT NULL
+);
+
 -- Dependencies (0011): a dependent waits in job_waits, one job_after row per dependency; the
 -- triggers release or cancel it in the transaction of its dependency's change. The connection
 -- sets recursive_triggers (a cancelled dependent cancels its own). jobs_event_update (0004)
