@@ -29,6 +29,7 @@ from chaos import (
     s8_group_storm,
     s9_failover,
     s10_chain_storm,
+    s11_resume,
 )
 
 SCENARIOS = {
@@ -42,12 +43,13 @@ SCENARIOS = {
     "8": s8_group_storm,
     "9": s9_failover,
     "10": s10_chain_storm,
+    "11": s11_resume,
 }
 NAMES = {
     "1": s1_kill_storm.NAME, "2": s2_deploy.NAME, "3": s3_backend_restart.NAME,
     "4": s4_cut_connections.NAME, "5": s5_runaway.NAME_A, "6": s6_poison.NAME,
     "7": s7_state_machine.NAME, "8": s8_group_storm.NAME, "9": s9_failover.NAME_CLUSTER,
-    "10": s10_chain_storm.NAME,
+    "10": s10_chain_storm.NAME, "11": s11_resume.NAME,
 }  # fmt: skip
 
 

@@ -142,6 +142,27 @@ def self_kill(token: str, how: str) -> None:
     time.sleep(5)
 
 
+def resumable(token: str, items: int, batch: int, pause_ms: float) -> int:
+    """A long job over ``items`` items in batches (scenario 11): each batch is checkpointed
+    (``duly.current_job().checkpoint``) and marked ``B <token>:<next item> <time>``; a run
+    marks ``R <token>:<its start item>`` first. On a drain it hands itself back."""
+    job = duly.current_job()
+    start = int(job.cursor or 0)
+    mark("R", f"{token}:{start}")
+    done = start
+    while done < items:
+        if job.stopping:
+            job.checkpoint(done)
+            raise duly.Interrupted()
+        time.sleep(pause_ms / 1000)  # a batch of work
+        done = min(done + batch, items)
+        job.checkpoint(done)
+        job.set_progress(done / items, f"{done} of {items}")
+        mark("B", f"{token}:{done}")
+    mark("E", token)
+    return done
+
+
 def unknown_to_workers(token: str) -> None:  # registered by producers only
     mark("S", token)
 
@@ -157,6 +178,7 @@ TASKS: dict[str, tuple[Any, dict[str, Any]]] = {
     "chaos.araiser": (araiser, {"retries": 0}),
     "chaos.memory_hog": (memory_hog, {"retries": 0}),
     "chaos.self_kill": (self_kill, {"retries": 0}),
+    "chaos.resumable": (resumable, {"retries": 0}),
 }
 
 
@@ -177,6 +199,7 @@ def __getattr__(name: str) -> Any:
     global _app
     if name == "app":
         if _app is None:
-            _app = make_app(os.environ["DULY_URL"])
+            lost = os.environ.get("CHAOS_MAX_LOST")  # scenario 11: more kills than the default
+            _app = make_app(os.environ["DULY_URL"], **({"max_lost": int(lost)} if lost else {}))
         return _app
     raise AttributeError(name)

@@ -35,6 +35,7 @@ from duly._workflows import (
     WorkflowInfo,
     enqueue_dependents,
     has_dependents,
+    load_dependents,
     load_workflow,
     prepare_chain,
     store_chain,
@@ -188,7 +189,10 @@ class App(AppQueries):
         ``retry_on`` (exception types worth retrying; default any Exception), ``timeout``
         (seconds), ``queue``, ``priority``, ``retention`` / ``failed_retention`` (how long
         finished jobs are kept), ``name`` (default ``module.qualname``), ``retry_from_start``
-        (after a failure, run again from the start, not from the job's last ``checkpoint``).
+        (after a failure, run again from the start, not from the job's last ``checkpoint``),
+        ``isolated`` (each run in a child process of the worker's pool: a crash, a timeout or
+        a cancel ends that child only; a module-level function; see
+        ``duly._worker.isolation``).
 
         Concurrency control (templates over the parameters, e.g. ``"{team_id}:{scope}"``):
         ``unique`` (or ``True`` for all arguments): while such a job is scheduled, queued or
@@ -514,6 +518,14 @@ class App(AppQueries):
     async def get_workflow_async(self, workflow_id: str) -> WorkflowInfo | None:
         """Async twin of ``get_workflow``."""
         return await load_workflow(self, workflow_id)
+
+    def dependents(self, job_id: str) -> list[str]:
+        """The ids of the jobs that wait (or waited) for this one (``options(after=...)``)."""
+        return self.run_sync(self.dependents_async(job_id))
+
+    async def dependents_async(self, job_id: str) -> list[str]:
+        """Async twin of ``dependents``."""
+        return await load_dependents(self, job_id)
 
     def events(
         self, since: str | None = None, key: str | None = None, *, progress: bool = False

@@ -1,4 +1,5 @@
-"""The App's lookups and operator actions: jobs, watches, queues, workers, stats, retry, cancel."""
+"""The App's lookups and operator actions: jobs, watches, queues, workers, stats, retry, cancel,
+pause and resume."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from duly._job import JobInfo
+from duly._pausing import mark_paused, pause_queue, resume_queue
 from duly._records import STATUSES, JobFilter, QueueStats, StatRow, WorkerRecord
 from duly._watch import Watch, WatchRecord
 
@@ -167,7 +169,25 @@ class AppQueries(ABC):
 
     async def queues_async(self) -> list[QueueStats]:
         """Async twin of ``queues``."""
-        return await (await self.backend()).queue_stats()
+        backend = await self.backend()
+        return await mark_paused(backend, await backend.queue_stats())
+
+    def pause(self, queue: str) -> bool:
+        """Pause ``queue``: once this returns, no worker starts a job of it (running ones
+        finish; enqueue still stores, delayed jobs still come due); False if already paused."""
+        return self.run_sync(self.pause_async(queue))
+
+    async def pause_async(self, queue: str) -> bool:
+        """Async twin of ``pause``."""
+        return await pause_queue(await self.backend(), self.clock, queue)
+
+    def resume(self, queue: str) -> bool:
+        """Let workers take the jobs of ``queue`` again; False if it was not paused."""
+        return self.run_sync(self.resume_async(queue))
+
+    async def resume_async(self, queue: str) -> bool:
+        """Async twin of ``resume``."""
+        return await resume_queue(await self.backend(), queue)
 
     def workers(self) -> list[WorkerRecord]:
         """Registered worker processes and when each was last seen."""

@@ -17,6 +17,7 @@
     │                           cancelled, so this one was cancelled (``after=``, chains)
     ├── EventsTrimmed           events after the id a reader resumes from were trimmed
     ├── JobTimeout              (also a TimeoutError) a job ran past its ``timeout``
+    ├── JobProcessDied          an ``isolated=True`` run's child process died (signal, exit)
     ├── JobCancelled            raised in a task by ``current_job().raise_if_cancelled()``
     └── JobFailed               ``job.result()`` of a job that failed or was cancelled
 
@@ -51,6 +52,7 @@ __all__ = [
     "JobCancelled",
     "JobFailed",
     "JobNotFound",
+    "JobProcessDied",
     "JobTimeout",
     "PayloadError",
     "PayloadTooLarge",
@@ -168,6 +170,12 @@ class DependencyFailed(DulyError):
 
 class JobTimeout(DulyError, TimeoutError):
     """The job ran past its timeout."""
+
+
+class JobProcessDied(DulyError):
+    """The child process of an ``isolated=True`` run died before it answered (a segfault,
+    ``os._exit``, the out-of-memory killer): "the job's process died: signal 11 (SIGSEGV)"
+    or "...: exit code 3". Retried like any error of the task's own."""
 
 
 class JobCancelled(DulyError):

@@ -89,7 +89,8 @@ class Freshness:
     staleness / max_staleness (inf when never synced); ``last_synced_at`` the start of the last
     successful sync; ``syncing``: a sync job of the scope is scheduled, queued or running;
     ``job``: that job (from ``check``: the one this call enqueued, or found with
-    ``job.deduplicated``), or None. ``failures``, ``last_error``, ``next_due`` (the next
+    ``job.deduplicated``; the follow-up a touch queued while the sync runs, once there is
+    one), or None. ``failures``, ``last_error``, ``next_due`` (the next
     baseline, or the end of a failure backoff) and ``requested_by`` (check, request, touch or
     baseline) come from the scope's row.
     """
@@ -113,7 +114,10 @@ class Freshness:
         state: FreshnessState = (
             "never" if row.last_success is None else "stale" if score >= 1 else "current"
         )
-        job = None if row.job_id is None else Job(app, row.job_id, not row.enqueued)
+        # A follow-up a touch queued while the sync ran is the sync the scope waits for (its
+        # job is stored when the running one succeeds: ``job.wait()`` waits for it).
+        job_id = row.follow_up or row.job_id
+        job = None if job_id is None else Job(app, job_id, not row.enqueued)
         return cls(
             scope=row.scope,
             state=state,
@@ -251,7 +255,9 @@ class Mirror:
         return await self._call(scope, "request", False)
 
     def touch(self, scope: str) -> Freshness:
-        """After your own change upstream: a confirmation sync (``full=False``)."""
+        """After your own change upstream: a confirmation sync (``full=False``). While the
+        scope's sync runs, one follow-up delta sync after it (touches coalesce); ``job`` is
+        that follow-up, stored when the running sync succeeds."""
         return self.app.run_sync(self._call(scope, "touch", False))
 
     async def touch_async(self, scope: str) -> Freshness:

@@ -18,13 +18,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 from duly._records import NewJob
 
 __all__ = [
     "BACKOFF_BASE",
     "NEVER",
+    "Applied",
     "FreshnessRequest",
     "Reason",
     "ScopeState",
@@ -70,7 +71,8 @@ class FreshnessRequest:
 
 @dataclass(slots=True)
 class ScopeState:
-    """A scope's row after a call (``enqueued``: this call stored ``job_id``)."""
+    """A scope's row after a call (``enqueued``: this call stored ``job_id``, or queued the
+    ``follow_up``)."""
 
     name: str
     scope: str
@@ -83,6 +85,11 @@ class ScopeState:
     requested_by: str | None = None
     job_id: str | None = None
     enqueued: bool = False
+    #: The active sync job (``job_id``) is running now (read with the row, under its lock).
+    running: bool = False
+    #: The id of the delta sync a ``touch`` queued while the sync ran: stored when that sync
+    #: succeeds (PRODUCT §17), dropped if it fails or is cancelled.
+    follow_up: str | None = None
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> ScopeState:
@@ -107,17 +114,23 @@ def decide(
     failures: int,
     next_due: float | None,
     busy: bool,
-) -> Literal["full", "delta", ""]:
-    """The sync a call enqueues: ``full``, ``delta`` or none (``""``).
+    *,
+    running: bool = False,
+    follow_up: bool = False,
+) -> Literal["full", "delta", "follow", ""]:
+    """The sync a call enqueues: ``full``, ``delta``, ``follow`` or none (``""``).
 
-    An active sync job (``busy``) absorbs every call. A check or touch during a failure
-    backoff (``failures > 0`` and ``next_due > now``) waits for it; a request never does. A
+    An active sync job (``busy``) absorbs every call but one: a touch while it runs (your
+    change may have come after it read the upstream) queues one ``follow`` delta sync, stored
+    when it succeeds; touches while a follow-up is queued coalesce into it. A check or touch
+    during a failure backoff (``failures > 0`` and ``next_due > now``) waits for it; a request
+    never does. A
     check enqueues a full sync at score >= 1 (or never synced), a delta at 0.5 <= score < 1
     when ``active``; a request a full sync; a touch a delta (full when never synced); the
     baseline sweep a full sync once ``next_due`` has come.
     """
     if busy:
-        return ""
+        return "follow" if reason == "touch" and running and not follow_up else ""
     backing_off = failures > 0 and next_due is not None and next_due > now
     if reason == "request":
         return "full"
@@ -162,20 +175,41 @@ def backoff(failures: int, max_backoff: float, jitter: float) -> float:
     return raw * (0.5 + 0.5 * jitter)
 
 
+class Applied(NamedTuple):
+    """What ``apply_request`` decided: the row afterwards, the jitter it keeps, the sync job to
+    store now, and the follow-up to record on the row (stored when the running sync succeeds:
+    its id, delta payload and priority)."""
+
+    state: ScopeState
+    jitter: float
+    job: NewJob | None
+    follow_up: NewJob | None
+
+
 def apply_request(
     r: FreshnessRequest, now: float, row: ScopeState | None, jitter: float | None
-) -> tuple[ScopeState, float, NewJob | None]:
+) -> Applied:
     """One request on a scope, as every backend applies it to the scope's row read under its
     lock (``row`` None: no row yet; ``jitter`` the row's): the row afterwards (``enqueued``
-    when this request stores a sync), the jitter it keeps, and the sync job to store (its
-    priority raised by ``sync_priority``, its payload the delta one for a delta sync, without
-    unique hold or gate)."""
+    when this request stores a sync or queues a follow-up), the jitter it keeps, and the sync
+    job to store (its priority raised by ``sync_priority``, its payload the delta one for a
+    delta sync, without unique hold or gate) or the follow-up to record."""
     if row is None:
         row = ScopeState(r.name, r.scope, r.max_staleness)
     ls, failures = row.last_success, row.failures
     nd = next_baseline(now, r.offset, r.full_every) if row.next_due is None else row.next_due
+    busy = row.job_id is not None
     want = decide(
-        r.reason, r.active, now, ls, r.max_staleness, failures, nd, row.job_id is not None
+        r.reason,
+        r.active,
+        now,
+        ls,
+        r.max_staleness,
+        failures,
+        nd,
+        busy,
+        running=busy and row.running,
+        follow_up=row.follow_up is not None,
     )
     if r.reason == "baseline" and nd <= now:
         nd = next_baseline(now, r.offset, r.full_every)
@@ -190,10 +224,12 @@ def apply_request(
         next_due=nd,
         requested_by=row.requested_by,
         job_id=row.job_id,
+        running=row.running,
+        follow_up=row.follow_up,
     )
     kept = r.jitter if jitter is None else jitter
     if not want:
-        return after, kept, None
+        return Applied(after, kept, None, None)
     # Stored as the scope's one active sync: the scope's row is its one-at-a-time guard, so
     # no unique hold or gate may leave it out (the row would name a job never stored) or park
     # it (issue 31.6c; the app refuses unique/mutex/concurrency settings on a freshness).
@@ -206,5 +242,8 @@ def apply_request(
         gate=None,
         gate_limit=0,
     )
+    if want == "follow":
+        after.follow_up, after.enqueued = job.id, True
+        return Applied(after, kept, None, job)
     after.job_id, after.requested_by, after.enqueued = job.id, r.reason, True
-    return after, r.jitter, job
+    return Applied(after, r.jitter, job, None)

@@ -245,6 +245,8 @@ class QueueStats:
     #: When the longest-waiting claimable (queued, not parked) job became ready, i.e. the least
     #: ``max(enqueued_at, scheduled_for)``; None when none waits.
     oldest_ready_at: float | None = None
+    #: Paused (``app.pause``): its workers start none of its jobs until ``app.resume``.
+    paused: bool = False
 
 
 @dataclass(slots=True)

@@ -50,6 +50,7 @@ class TaskSettings(WatchTaskSettings, total=False):
     """Keywords of ``@app.task`` (and ``@app.periodic``); see ``App.task`` for each one."""
 
     timeout: float | timedelta | None
+    isolated: bool
     unique: str | bool | None
     unique_until: Literal["start", "finish"]
     unique_ttl: float | timedelta | None
@@ -138,7 +139,25 @@ def task_config(
         retry_from_start=settings.get("retry_from_start", False),
         secret=secret,
         secret_positions=_positions(fn, secret),
+        isolated=_isolated(fn, settings.get("isolated", False), watch is not None),
     )
+
+
+def _isolated(fn: Callable[..., Any], isolated: object, watch: bool) -> bool:
+    """``isolated=`` checked: the child process finds the function by module and name."""
+    if not isinstance(isolated, bool):
+        raise ConfigurationTypeError(f"isolated= must be True or False, got {isolated!r}")
+    if not isolated:
+        return False
+    if watch:
+        raise ConfigurationError("a watch cannot be isolated=True")
+    qualname = getattr(fn, "__qualname__", "")
+    if "<locals>" in qualname or not getattr(fn, "__module__", None) or "<" in qualname:
+        raise ConfigurationError(
+            f"isolated=True needs a function defined at module level (its child process "
+            f"imports it by name), got {qualname or fn!r}"
+        )
+    return True
 
 
 def _positions(fn: Callable[..., Any], names: tuple[str, ...]) -> tuple[int, ...]:

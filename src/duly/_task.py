@@ -104,6 +104,8 @@ class TaskConfig:
     secret: tuple[str, ...] = ()
     #: The positions at which those parameters may be passed (sealed there too).
     secret_positions: tuple[int, ...] = ()
+    #: Each run in a child process of the worker's pool (``duly._worker.isolation``).
+    isolated: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():

@@ -43,6 +43,7 @@ __all__ = [
     "build_chain",
     "enqueue_dependents",
     "has_dependents",
+    "load_dependents",
     "load_workflow",
     "piped_payload",
     "prepare_chain",
@@ -170,6 +171,13 @@ async def load_workflow(app: AppPort, workflow_id: str) -> WorkflowInfo | None:
         return None
     steps = [info for info in [await app.get_job_async(i) for i in ids] if info is not None]
     return WorkflowInfo(workflow_id, _status(steps), steps)
+
+
+async def load_dependents(app: AppPort, job_id: str) -> list[str]:
+    """The ids of the jobs that wait (or waited) for ``job_id`` (see ``App.dependents``)."""
+    if not isinstance(job_id, str):
+        raise TypeError(f"a job id is a str, got {job_id!r}")
+    return await DEPENDENCIES.of(await app.backend()).dependents(job_id)
 
 
 async def piped_payload(app: AppPort, record: JobRecord, payload: bytes) -> bytes:

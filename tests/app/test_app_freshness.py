@@ -321,3 +321,38 @@ def test_forget_removes_a_scope_and_its_baselines(make_app: Callable[..., duly.A
     for scope in ("", "a\x1fb", 7):
         with pytest.raises(ValueError, match="scope"):
             envs.forget(scope)  # type: ignore[arg-type]
+
+
+def test_a_touch_during_the_running_sync_is_followed_by_one_delta(
+    make_app: Callable[..., duly.App],
+    worker_thread: Callable[..., Any],
+    wait: Callable[..., Any],
+) -> None:
+    """PRODUCT §17 (issue 31.1, seed 000): "confirm my change" while the sync runs is not
+    absorbed: one delta sync runs after it, however many touches came meanwhile."""
+    import threading
+
+    app = make_app()
+    calls: list[tuple[str, bool]] = []
+    release = threading.Event()
+
+    def sync(scope: str, full: bool) -> None:
+        calls.append((scope, full))
+        if len(calls) == 1:
+            release.wait(20)
+
+    envs = app.freshness("envs", sync=sync, max_staleness=3600)
+    first = envs.check("team:7").job
+    assert first is not None
+    with worker_thread(app):
+        wait(lambda: len(calls) == 1)
+        touched = envs.touch("team:7")
+        again = envs.touch("team:7")
+        assert touched.job is not None and not touched.job.deduplicated
+        assert touched.job != first and again.job == touched.job and again.job is not None
+        assert again.job.deduplicated and touched.syncing
+        release.set()
+        info = touched.job.wait(timeout=20)
+    assert info.status == "succeeded" and info.args == ["team:7", False]
+    assert calls == [("team:7", True), ("team:7", False)]
+    assert envs.scopes()[0].requested_by == "touch"

@@ -319,3 +319,22 @@ def test_a_stopping_worker_runs_the_job_in_its_inbox(redis_url: str) -> None:
             await app.aclose()
 
     asyncio.run(main())
+
+
+def test_no_job_of_a_paused_queue_is_handed_to_an_idle_worker(redis_url: str) -> None:
+    async def body(b: RedisBackend, r: redis.Redis) -> None:
+        await idle(b, "w1", "mail", "default")
+        assert await b.pausing.pause("mail", time.time())
+        j = job("mail")
+        await b.enqueue([j])
+        assert await status(b, j.id) == ("queued", None)  # waits, paused
+        assert r.llen(b.keys.inbox("w1")) == 0
+        assert r.exists(b.keys.idle_entry("w1"))  # the registration is still unused
+        # An idle claim skips the paused queue too, and the worker's registration holds on.
+        now = time.time()
+        assert await b.handoff.claim_idle("w1", ["mail"], 4, now, now + LEASE, IDLE) == []
+        assert await b.pausing.resume("mail")
+        [got] = await b.handoff.claim_idle("w1", ["mail"], 4, now, now + LEASE, IDLE)
+        assert (got.id, got.status) == (j.id, "running")
+
+    scenario(redis_url, body)

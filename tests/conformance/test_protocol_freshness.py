@@ -402,3 +402,113 @@ async def test_a_forgotten_scopes_active_sync_ends_without_bringing_it_back(
     assert await status(backend, state.job_id) == "succeeded"
     assert await backend.freshness.scope(NAME, "s") is None
     assert await backend.freshness.due(NAME, T0 + 2 * FE, 10) == []
+
+
+async def keyed_jobs(backend: Backend, scope: str) -> list[str]:
+    """The ids of every job of the scope's sync key, oldest first."""
+    from duly._records import JobFilter
+
+    records = await backend.list_jobs(JobFilter(key=f"freshness:{NAME}:{scope}"), 100)
+    return sorted(r.id for r in records)
+
+
+async def test_touches_during_a_running_sync_queue_one_follow_up_delta(
+    backend: Backend,
+) -> None:
+    """PRODUCT §17 (issue 31.1): a touch while the sync runs may follow a change the run did
+    not see: one delta sync follows it (any number of touches coalesce), stored by the finish
+    that records the success, with its queued event."""
+    first = await sync(backend, "s", now=T0)
+    assert first.job_id is not None
+    queued_touch = await sync(backend, "s", "touch", now=T0 + 1)
+    assert not queued_touch.enqueued and queued_touch.follow_up is None  # not started: absorbed
+    assert await claim_ids(backend, now=T0 + 2) == [first.job_id]
+
+    touched = await sync(backend, "s", "touch", now=T0 + 3)
+    assert touched.enqueued and touched.job_id == first.job_id
+    follow_up = touched.follow_up
+    assert follow_up is not None and follow_up != first.job_id
+    for at in (T0 + 4, T0 + 5):
+        again = await sync(backend, "s", "touch", now=at)
+        assert not again.enqueued and (again.job_id, again.follow_up) == (first.job_id, follow_up)
+    assert not (await sync(backend, "s", "request", now=T0 + 5)).enqueued
+    assert await keyed_jobs(backend, "s") == [first.job_id]  # nothing stored yet
+    assert await claim_ids(backend, now=T0 + 5) == []
+
+    _, cursor = await backend.events.read(None, None, 1)
+    outcome = Outcome(first.job_id, "succeeded", None, None, None, T0 + 999)
+    assert await finish_one(backend, W1, outcome, T0 + 6)
+    record = await job(backend, follow_up)
+    assert (record.status, record.payload, record.key) == ("queued", delta("s"), "freshness:envs:s")
+    row = await backend.freshness.scope(NAME, "s")
+    assert row is not None and (row.job_id, row.requested_by) == (follow_up, "touch")
+    assert row.last_success == approx(T0 + 2)
+    events, _ = await backend.events.read(cursor, None, 10)
+    assert (follow_up, "queued") in [(e.job_id, e.status) for e in events]
+
+    await run_sync(backend, follow_up, start=T0 + 7, end=T0 + 8)
+    assert sorted(await keyed_jobs(backend, "s")) == sorted([first.job_id, follow_up])
+    row = await backend.freshness.scope(NAME, "s")
+    assert row is not None and row.job_id is None and row.last_success == approx(T0 + 7)
+    assert await claim_ids(backend, now=T0 + 9) == []  # exactly one follow-up
+
+
+async def test_a_failed_or_cancelled_sync_drops_its_follow_up(backend: Backend) -> None:
+    """A failure backs off and its next attempt is a full sync; a cancel stops the scope's
+    syncing: neither leaves a follow-up behind."""
+    for kind in ("failed", "cancelled"):
+        scope = f"s-{kind}"
+        state = await sync(backend, scope, now=T0, jitter=0.0)
+        assert state.job_id is not None
+        assert await claim_ids(backend, now=T0) == [state.job_id]
+        touched = await sync(backend, scope, "touch", now=T0 + 1)
+        assert touched.follow_up is not None
+        if kind == "failed":
+            errors = error_history(("ValueError", "upstream said 503"))
+            outcome = Outcome(state.job_id, "failed", None, errors, None, T0 + 1000)
+            assert await finish_one(backend, W1, outcome, T0 + 2)
+        else:
+            assert await backend.cancel(state.job_id, T0 + 2, T0 + 999)
+            outcome = Outcome(state.job_id, "succeeded", None, None, None, T0 + 999)
+            await finish_one(backend, W1, outcome, T0 + 2)
+        assert await status(backend, touched.follow_up) is None
+        row = await backend.freshness.scope(NAME, scope)
+        assert row is not None and row.job_id is None
+        assert await keyed_jobs(backend, scope) == [state.job_id]
+        # The follow-up is gone: the next run's success stores none.
+        later = await sync(backend, scope, "request", now=T0 + 600)
+        assert later.job_id is not None and later.follow_up is None
+        await run_sync(backend, later.job_id, start=T0 + 600, end=T0 + 601)
+        assert await keyed_jobs(backend, scope) == sorted([state.job_id, later.job_id])
+
+
+async def test_touches_racing_the_end_of_the_sync_leave_exactly_one_delta(
+    backend: Backend, make_backend: BackendFactory
+) -> None:
+    """A touch meets the running sync (a follow-up stored at its finish) or the free scope
+    (a delta of its own), never the gap between: one delta sync after the run, whatever the
+    interleaving (issue 31.1: atomic on every backend)."""
+    state = await sync(backend, "s", now=T0)
+    assert state.job_id is not None
+    assert await claim_ids(backend, now=T0) == [state.job_id]
+
+    async def touches(count: int) -> None:
+        async with opened(make_backend()) as other:
+            for _ in range(count):
+                await other.freshness.sync([request("s", "touch", now=T0 + 1)], T0 + 1)
+
+    async def end() -> None:
+        async with opened(make_backend()) as other:
+            outcome = Outcome(state.job_id or "", "succeeded", None, None, None, T0 + 999)
+            assert await finish_one(other, W1, outcome, T0 + 1)
+
+    await asyncio.gather(
+        in_own_thread(touches(10)), in_own_thread(end()), in_own_thread(touches(10))
+    )
+    ids = await keyed_jobs(backend, "s")
+    assert len(ids) == 2 and state.job_id in ids
+    [delta_id] = [i for i in ids if i != state.job_id]
+    record = await job(backend, delta_id)
+    assert (record.status, record.payload) == ("queued", delta("s"))
+    row = await backend.freshness.scope(NAME, "s")
+    assert row is not None and row.job_id == delta_id

@@ -233,6 +233,7 @@ def test_every_page_renders_without_a_script_error(make_dash: Any) -> None:
         "/watches?active=false": "#view .card",
         "/groups": "#group-lookup",
         f"/groups/{group.id}": "text=3 of 3 settled",
+        "/workflows": "#workflow-lookup",
         "/freshness": "text=profiles",
         "/freshness/profiles": "text=user:7",
         "/key/batch:1": "#key-jobs table",
@@ -248,3 +249,29 @@ def test_every_page_renders_without_a_script_error(make_dash: Any) -> None:
     page.wait_for_selector(f'#view a[href="jobs/{sync[0].id}"]')
     assert errors == []
     assert dash.dialogs == []
+
+
+def test_a_workflow_page_shows_its_steps_and_a_job_page_its_dependencies(dash: Dash) -> None:
+    app = dash.app
+    add, once = app.tasks["t.add"], app.tasks["t.once"]
+    wf = app.chain(add.s(1, 2), once.si("chain-step"), add.si(5, 5))
+    first, second, third = (j.id for j in wf.jobs)
+    page = dash.page(ADMIN, f"/workflows/{wf.id}")
+    page.wait_for_selector("#workflow-steps table")
+    assert page.locator("#workflow").get_attribute("data-status") == "running"
+    rows = page.locator("#workflow-steps tbody tr")
+    assert rows.count() == 3
+    assert "queued" in rows.nth(0).inner_text() and "scheduled" in rows.nth(1).inner_text()
+    page.locator(f'#workflow-steps tr[data-id="{second}"] a[href="jobs/{first}"]').wait_for()
+    dash.run_all()  # t.once fails its first run: the third step is cancelled
+    wait_until(
+        lambda: page.locator("#workflow").get_attribute("data-status") == "failed",
+        20,
+        "the workflow page to show the failure",
+    )
+    assert "DependencyFailed" in rows.nth(2).inner_text()
+    # The job page of the middle step: what it waits for, and what waits for it, as links.
+    page.click(f'#workflow-steps tr[data-id="{second}"] td a[href="jobs/{second}"]')
+    page.wait_for_selector("#job-after")
+    assert page.locator(f'#job-after a[href="jobs/{first}"]').count() == 1
+    assert page.locator(f'#job-dependents a[href="jobs/{third}"]').count() == 1

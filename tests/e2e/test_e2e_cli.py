@@ -43,6 +43,8 @@ COMMANDS = (
     "cancel",
     "stats",
     "queues",
+    "pause",
+    "resume",
     "workers",
     "watches",
     "groups",
@@ -166,7 +168,13 @@ def test_cli_commands(e2e: E2E) -> None:
             total[i] += r[name]
     assert totals == {("e2e.mark", "default"): [1, 0, 0], ("e2e.boom", "default"): [0, 1, 0]}
     queues = {q["name"]: q for q in json.loads(ok_quietly(queues_json))}
-    assert queues["later"] == {"name": "later", "queued": 0, "scheduled": 1, "running": 0}
+    assert queues["later"] == {
+        "name": "later",
+        "queued": 0,
+        "scheduled": 1,
+        "running": 0,
+        "paused": False,
+    }
     assert queues["default"]["queued"] == 0 and queues["default"]["running"] == 0
     assert json.loads(ok_quietly(workers_json)) == [], "the burst worker unregistered"
 

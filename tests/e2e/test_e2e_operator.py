@@ -49,3 +49,28 @@ def test_plain_worker_serves_every_queue_the_app_declares(e2e: E2E) -> None:
     assert burst.returncode == 0, burst.stderr
     assert "queues=default,mail,reports " in burst.stderr  # default first, then as declared
     assert e2e.info(mail.id).status == "succeeded"
+
+
+@pytest.mark.timeout(120)
+def test_duly_pause_and_resume(e2e: E2E) -> None:
+    paused = e2e.cli("pause", "default")
+    assert (paused.returncode, paused.stdout) == (0, "paused default\n"), paused.stderr
+    again = e2e.cli("pause", "default")
+    assert again.stdout == "default was paused already\n"
+    job = e2e.tasks.mark.enqueue(1)
+    burst = e2e.cli("worker", "e2e_tasks:app", "--burst", "--no-scheduler", timeout=60)
+    assert burst.returncode == 0, burst.stderr
+    assert e2e.info(job.id).status == "queued"  # a paused queue gives the worker nothing
+    listed = {q["name"]: q for q in e2e.cli_json("queues", "--json")}
+    assert listed["default"]["paused"] is True
+    assert "paused" in e2e.cli("queues").stdout
+
+    resumed = e2e.cli("resume", "default")
+    assert (resumed.returncode, resumed.stdout) == (0, "resumed default\n"), resumed.stderr
+    assert e2e.cli("resume", "default").stdout == "default was not paused\n"
+    burst = e2e.cli("worker", "e2e_tasks:app", "--burst", "--no-scheduler", timeout=60)
+    assert burst.returncode == 0, burst.stderr
+    assert e2e.info(job.id).status == "succeeded"
+
+    bad = e2e.cli("pause", "no spaces")
+    assert bad.returncode != 0 and "invalid queue name" in bad.stderr

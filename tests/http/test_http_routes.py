@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from http_harness import AS_ADMIN, AS_READ, Hub
 
+import duly.testing
+
 pytestmark = pytest.mark.timeout(60)
 
 
@@ -192,6 +194,29 @@ def test_one_scope_and_watches_by_key(hub: Hub) -> None:
     own_key = by_arg[0]["key"]
     assert own_key and hub.get("/api/v1/watches", params={"key": own_key})["watches"] == by_arg
     assert hub.get("/api/v1/watches", params={"key": "nobody"})["watches"] == []
+
+
+def test_pause_and_resume_a_queue(hub: Hub) -> None:
+    job = hub.add.enqueue(1, 1)
+    paused = hub.client.post("/api/v1/queues/default/pause", headers=AS_ADMIN)
+    assert paused.status_code == 200
+    assert paused.json() == {"name": "default", "paused": True, "changed": True}
+    again = hub.client.post("/api/v1/queues/default/pause", headers=AS_ADMIN).json()
+    assert again["changed"] is False
+    [default] = [q for q in hub.get("/api/v1/queues")["queues"] if q["name"] == "default"]
+    assert (default["paused"], default["queued"]) == (True, 1)
+    assert (
+        'duly_queue_paused{queue="default"} 1.0'
+        in hub.client.get("/metrics", headers=AS_ADMIN).text
+    )
+    duly.testing.run_jobs(hub.app, queues=["default"])  # a burst takes nothing of it
+    assert hub.get(f"/api/v1/jobs/{job.id}")["status"] == "queued"
+
+    resumed = hub.client.post("/api/v1/queues/default/resume", headers=AS_ADMIN)
+    assert resumed.json() == {"name": "default", "paused": False, "changed": True}
+    assert not [q for q in hub.get("/api/v1/queues")["queues"] if q["paused"]]
+    bad = hub.client.post("/api/v1/queues/no%20spaces/pause", headers=AS_ADMIN)
+    assert bad.status_code == 400 and "invalid queue name" in bad.json()["error"]
 
 
 def test_forget_a_scope(hub: Hub) -> None:

@@ -54,6 +54,11 @@ BAD_OPTIONS: dict[str, Callable[[duly.App], Any]] = {
     "options(id=42)": lambda app: app.task(f).options(id=42),  # type: ignore[arg-type]
     "task(backoff=lambda: 1)": lambda app: app.task(backoff=lambda: 1)(f),  # type: ignore[arg-type]
     "worker(concurrency=0)": lambda app: app.worker(concurrency=0),
+    "task(isolated='yes')": lambda app: app.task(isolated="yes")(f),  # type: ignore[call-overload]
+    "task(isolated=, a lambda)": lambda app: app.task(isolated=True)(lambda: None),
+    "worker(max_jobs=0)": lambda app: app.worker(max_jobs=0),
+    "worker(max_jobs='10')": lambda app: app.worker(max_jobs="10"),
+    "worker(max_memory=-1)": lambda app: app.worker(max_memory=-1),
     "asgi(read_tokens='one')": lambda app: app.asgi(read_tokens="one"),  # type: ignore[arg-type]
     "App('mysql://')": lambda app: duly.App("mysql://localhost/db"),
 }

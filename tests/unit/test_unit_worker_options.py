@@ -19,6 +19,8 @@ EVERY_OPTION_SET = WorkerOptions(
     grace=0.125,
     burst=True,
     connect_timeout=1.0 / 3,
+    max_jobs_per_child=10,
+    max_memory_per_child=512,
     scheduler=False,
     log_level="DEBUG",
     log_format="json",
@@ -26,6 +28,7 @@ EVERY_OPTION_SET = WorkerOptions(
     metrics_host="127.0.0.2",
     metrics_child=True,
     lease_fd=5,
+    supervised=True,
 )
 
 
@@ -59,6 +62,7 @@ def test_a_child_gets_every_option_but_runs_one_process_and_writes_metrics() -> 
     assert child == expected
     plain = _parse(WorkerOptions(processes=4).for_child().argv())
     assert (plain.processes, plain.metrics_port, plain.metrics_child) == (1, None, False)
+    assert plain.supervised and not WorkerOptions(processes=4).supervised
 
 
 def test_every_field_is_an_option_of_the_command() -> None:

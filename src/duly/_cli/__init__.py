@@ -19,6 +19,7 @@ from duly._cli.inspect import (
     watches,
     workers,
 )
+from duly._cli.operate import pause, resume
 from duly._cli.worker import scheduler, worker
 
 __all__ = ["cli", "main"]
@@ -32,6 +33,8 @@ for command in (
     cancel,
     stats,
     queues,
+    pause,
+    resume,
     workers,
     watches,
     freshness,

@@ -23,6 +23,7 @@ from duly._cli.common import (
     where,
 )
 from duly._job import JobError, JobInfo
+from duly._progress import Progress
 from duly._records import STATUSES
 from duly._secrets import redact_job, redact_watch
 from duly._watch import Watch
@@ -66,6 +67,12 @@ _STYLE = {
 
 def _when(value: datetime | None) -> str:
     return "-" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _progress_text(progress: Progress) -> str:
+    """``42% page 3 of 7 (2026-01-01 10:00:00)``: a job's last reported progress."""
+    message = f" {progress.message}" if progress.message else ""
+    return f"{progress.fraction:.0%}{message} ({_when(progress.at)})"
 
 
 def _status_json(info: JobInfo) -> dict[str, Any]:
@@ -140,6 +147,8 @@ def status(job_id: str, as_json: bool, app_path: str | None, url: str | None) ->
         ("finished", _when(info.finished_at)),
         ("worker", info.worker or "-"),
     ]
+    if info.progress is not None:
+        rows.append(("progress", _progress_text(info.progress)))
     if info.status == "succeeded":
         rows.append(("result", repr(info.result)))
     for name, value in rows:
@@ -290,14 +299,21 @@ def queues(as_json: bool, app_path: str | None, url: str | None) -> None:
     if as_json:
         echo_json(
             [
-                {"name": q.name, "queued": q.queued, "scheduled": q.scheduled, "running": q.running}
+                {
+                    "name": q.name,
+                    "queued": q.queued,
+                    "scheduled": q.scheduled,
+                    "running": q.running,
+                    "paused": q.paused,
+                }
                 for q in found
             ]
         )
         return
-    table = Table("queue", "queued", "scheduled", "running", box=None)
+    table = Table("queue", "queued", "scheduled", "running", "paused", box=None)
     for q in found:
-        table.add_row(q.name, str(q.queued), str(q.scheduled), str(q.running))
+        paused = "paused" if q.paused else ""
+        table.add_row(q.name, str(q.queued), str(q.scheduled), str(q.running), paused)
     Console().print(table)
     if not found:
         click.echo("no queues yet" + _nothing_there(missing))

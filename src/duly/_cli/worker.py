@@ -20,6 +20,7 @@ from duly._cli.common import fail, load_app, translate_errors
 from duly._cli.worker_options import WorkerOptions, click_options
 from duly._errors import BackendUnavailable
 from duly._worker.leases import LeaseShare
+from duly._worker.recycling import EXIT_RECYCLED
 
 __all__ = ["default_processes", "resolve_processes", "scheduler", "worker"]
 
@@ -140,7 +141,7 @@ def worker(app_path: str | None, app_option: str | None, url: str | None, **valu
     processes = resolve_processes(options.processes, options.burst)
     app = load_app(app_path, url)  # also before a supervisor: a typo fails now, once
     metrics_port = options.metrics_port
-    if processes > 1:
+    if processes > 1 or (options.recycles and not options.supervised):
         from duly._worker.leases import LeaseKeeper
         from duly._worker.supervisor import Supervisor
 
@@ -174,12 +175,16 @@ def worker(app_path: str | None, app_option: str | None, url: str | None, **valu
         scheduler=options.scheduler,
         connect_timeout=options.connect_timeout if options.burst else None,
         lease_share=None if options.lease_fd is None else LeaseShare(options.lease_fd),
+        max_jobs=options.max_jobs_per_child,
+        max_memory=options.max_memory_per_child,
     )
     _use_fast_loop()
     try:
         asyncio.run(runner.run())
     except BackendUnavailable as exc:
         fail(f"--burst: {exc}", 2)
+    if runner.retired is not None and options.supervised:
+        sys.exit(EXIT_RECYCLED)  # the supervisor starts a new process at once
 
 
 @click.command()

@@ -91,6 +91,26 @@ class WorkerOptions:
         help="With --burst: seconds to retry an unreachable backend at start (with backoff) "
         "before exiting with code 2. Without --burst a worker retries forever.",
     )
+    max_jobs_per_child: int | None = _option(
+        None,
+        "--max-jobs-per-child",
+        type=click.IntRange(1),
+        envvar="DULY_MAX_JOBS_PER_CHILD",
+        show_envvar=True,
+        help="Recycle a worker process after it started N jobs: it stops claiming, finishes "
+        "what it runs (within --grace) and exits, and its supervisor starts a new one at once "
+        "(nothing is lost or recovered). Runs a supervisor even with one process.",
+    )
+    max_memory_per_child: int | None = _option(
+        None,
+        "--max-memory-per-child",
+        type=click.IntRange(1),
+        envvar="DULY_MAX_MEMORY_PER_CHILD",
+        show_envvar=True,
+        metavar="MB",
+        help="Recycle a worker process once its resident memory is above MB (checked every "
+        "second), as --max-jobs-per-child does.",
+    )
     scheduler: bool = _option(
         True,
         "--scheduler/--no-scheduler",
@@ -136,6 +156,13 @@ class WorkerOptions:
     metrics_child: bool = _option(False, "--metrics-child", is_flag=True, hidden=True)
     #: A supervised child: the pipe it tells the supervisor its jobs on (``duly._worker.leases``).
     lease_fd: int | None = _option(None, "--lease-fd", type=int, hidden=True)
+    #: A supervised child (it never supervises in turn, whatever its other options).
+    supervised: bool = _option(False, "--supervised", is_flag=True, hidden=True)
+
+    @property
+    def recycles(self) -> bool:
+        """Whether worker processes are recycled (after N jobs, or above a memory ceiling)."""
+        return self.max_jobs_per_child is not None or self.max_memory_per_child is not None
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> WorkerOptions:
@@ -144,14 +171,15 @@ class WorkerOptions:
 
     def for_child(self) -> WorkerOptions:
         """What a supervised child runs with: one process, metrics written for the
-        supervisor (which serves them) rather than served; the supervisor adds each child's
-        ``--lease-fd``."""
+        supervisor (which serves them) rather than served, marked supervised; the supervisor
+        adds each child's ``--lease-fd``."""
         return dataclasses.replace(
             self,
             processes=1,
             metrics_port=None,
             metrics_child=self.metrics_port is not None,
             lease_fd=None,
+            supervised=True,
         )
 
     def argv(self) -> list[str]:

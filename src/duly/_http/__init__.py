@@ -22,7 +22,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from duly._http import bulk, events, jobs, ops, schedules, webhooks
+from duly._http import bulk, events, jobs, ops, schedules, webhooks, workflows
 from duly._http.api import Endpoint, error_response, handler, json_response
 from duly._http.auth import Auth
 from duly._http.dashboard import routes as dashboard_routes
@@ -44,6 +44,7 @@ def endpoints(keepalive: float = events.KEEPALIVE, fanout: Fanout | None = None)
         *jobs.ENDPOINTS,
         *bulk.ENDPOINTS,
         *schedules.ENDPOINTS,
+        *workflows.ENDPOINTS,
         events.events_endpoint(keepalive, fanout),
         *webhooks.ENDPOINTS,
     ]

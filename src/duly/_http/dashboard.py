@@ -44,6 +44,8 @@ PAGES: Final = (
     "/watches",
     "/groups",
     "/groups/{id}",
+    "/workflows",
+    "/workflows/{id}",
     "/freshness",
     "/freshness/{name:path}",
     "/key/{key:path}",

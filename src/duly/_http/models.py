@@ -84,6 +84,16 @@ class QueueOut(msgspec.Struct):
     running: int
     parked: int
     oldest_ready_at: datetime | None
+    #: Paused (``app.pause``): workers start none of its jobs.
+    paused: bool = False
+
+
+class QueuePause(msgspec.Struct):
+    """A queue after ``pause`` / ``resume``: ``changed`` is False when it already was so."""
+
+    name: str
+    paused: bool
+    changed: bool
 
 
 class QueueList(msgspec.Struct):

@@ -6,7 +6,7 @@ from typing import Final
 
 from starlette.responses import Response
 
-from duly._errors import BackendUnavailable
+from duly._errors import BackendUnavailable, ConfigurationError
 from duly._http.api import (
     CURSOR,
     LIMIT,
@@ -22,6 +22,7 @@ from duly._http.models import (
     Health,
     QueueList,
     QueueOut,
+    QueuePause,
     Session,
     StatRowOut,
     Stats,
@@ -47,11 +48,32 @@ async def queues(call: Call) -> QueueList:
                 running=q.running,
                 parked=q.parked,
                 oldest_ready_at=maybe_utc(q.oldest_ready_at),
+                paused=q.paused,
             )
             for q in found
         ],
         next=next_page,
     )
+
+
+async def pause_queue(call: Call) -> QueuePause:
+    """Pause a queue: workers start none of its jobs (running ones finish)."""
+    name = call.path["name"]
+    try:
+        changed = await call.app.pause_async(name)
+    except ConfigurationError as exc:
+        raise ApiError(400, str(exc)) from None
+    return QueuePause(name=name, paused=True, changed=changed)
+
+
+async def resume_queue(call: Call) -> QueuePause:
+    """Resume a paused queue."""
+    name = call.path["name"]
+    try:
+        changed = await call.app.resume_async(name)
+    except ConfigurationError as exc:
+        raise ApiError(400, str(exc)) from None
+    return QueuePause(name=name, paused=False, changed=changed)
 
 
 def _queue_name(queue: QueueStats) -> str:
@@ -143,6 +165,26 @@ ENDPOINTS: Final = (
         QueueList,
         "List queues",
         params=(LIMIT, CURSOR),
+        errors=(400,),
+        tags=("queues",),
+    ),
+    Endpoint(
+        "POST",
+        "/api/v1/queues/{name}/pause",
+        pause_queue,
+        QueuePause,
+        "Pause a queue",
+        access="admin",
+        errors=(400,),
+        tags=("queues",),
+    ),
+    Endpoint(
+        "POST",
+        "/api/v1/queues/{name}/resume",
+        resume_queue,
+        QueuePause,
+        "Resume a queue",
+        access="admin",
         errors=(400,),
         tags=("queues",),
     ),

@@ -35,6 +35,7 @@ from duly._workflows import piped_payload
 if TYPE_CHECKING:
     from duly._app import App
     from duly._task import Task
+    from duly._worker.isolation import IsolatedPool
     from duly._worker.threads import ThreadRunner
 
 __all__ = ["Execution", "error_entry", "failure_outcome"]
@@ -143,8 +144,11 @@ class Execution:
     def __post_init__(self) -> None:
         self.progress = RunProgress(self.record.cursor)
 
-    async def run(self, app: App, threads: ThreadRunner) -> tuple[Outcome, BaseException | None]:
-        """Run the job; the outcome to report and, for a failed or retried run, the error."""
+    async def run(
+        self, app: App, threads: ThreadRunner, isolation: IsolatedPool | None = None
+    ) -> tuple[Outcome, BaseException | None]:
+        """Run the job; the outcome to report and, for a failed or retried run, the error.
+        An ``isolated`` task runs in a child process of ``isolation``."""
         record = self.record
         task = app.tasks.get(record.task)
         if task is None:
@@ -185,6 +189,13 @@ class Execution:
         )
         token = _current.set(context)
         try:
+            if task.config.isolated and isolation is not None:
+                child = partial(isolation.run, task.fn, context, payload, timeout)
+                data = await (
+                    child() if around is None else run_around(hooks.arounds, around, child)
+                )
+                expire_at = self._expire_at(app, task)
+                return Outcome(record.id, "succeeded", result=data, expire_at=expire_at), None
             if task.is_async:
                 # Awaited in this very frame (no inner Task), so a SystemExit or
                 # KeyboardInterrupt raised by the task is caught here, not by the loop.

@@ -8,6 +8,9 @@ gracefully, and a child still alive after its grace period is killed.
 With ``burst`` (``duly worker --burst --processes P``) every child drains and exits on its own:
 none is restarted, and the supervisor exits once all have, with the worst exit code.
 
+A child recycled (``--max-jobs-per-child`` / ``--max-memory-per-child``) exits with
+``EXIT_RECYCLED`` once its jobs are finished: it is replaced at once (in burst mode too).
+
 With a ``LeaseKeeper`` (``duly._worker.leases``), each child gets a pipe (``--lease-fd N``) to
 tell which jobs it holds, and the supervisor renews their leases while the child lives, so a
 child whose heartbeat is stopped by a task holding the GIL keeps its jobs.
@@ -24,6 +27,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
+
+from duly._worker.recycling import EXIT_RECYCLED
 
 if TYPE_CHECKING:
     from duly._worker.leases import LeaseKeeper
@@ -123,6 +128,13 @@ class Supervisor:
                     self._reaped(child)
                 if code is None or slot in restart_at or slot in finished or self._stopping:
                     continue  # (a child that exits because we are stopping is not a crash)
+                if code == EXIT_RECYCLED:  # planned (--max-jobs-per-child...): replace it now
+                    log.info(
+                        "worker process %d (pid %d) recycled; starting another", slot, child.pid
+                    )
+                    self._delay.pop(slot, None)
+                    restart_at[slot] = now
+                    continue
                 if self.burst:
                     finished.add(slot)
                     log.info("worker process %d (pid %d) exited with %s", slot, child.pid, code)

@@ -46,10 +46,12 @@ from duly._scheduler import Scheduler
 from duly._task import check_queue
 from duly._worker.admission import Admission
 from duly._worker.execute import Execution, failure_outcome
+from duly._worker.isolation import IsolatedPool
 from duly._worker.leases import LeaseShare
 from duly._worker.maintenance import PROMOTE_INTERVAL, Maintenance, Retention, logged
 from duly._worker.outcomes import BATCH_LIMIT, Outcomes
 from duly._worker.progress import ProgressWriter
+from duly._worker.recycling import Recycling
 from duly._worker.reporting import Reporter, WorkerStats
 from duly._worker.stopping import StopRequests
 from duly._worker.threads import ThreadRunner
@@ -106,7 +108,11 @@ class Worker:
     ``connect_timeout`` (seconds; default: forever) bounds how long ``run()`` retries an
     unreachable backend at start before raising ``BackendUnavailable``; ``lease_share``
     tells a supervising process the jobs held here, so it renews their leases too (``duly
-    worker --processes P`` gives its children one: see ``duly._worker.leases``).
+    worker --processes P`` gives its children one: see ``duly._worker.leases``);
+    ``max_jobs`` / ``max_memory`` (MB) retire the worker after that many started jobs or
+    above that resident memory: it stops claiming, finishes what it runs as a graceful stop
+    does, and ``run()`` returns with ``retired`` saying why (``duly worker
+    --max-jobs-per-child`` / ``--max-memory-per-child``: its supervisor starts a new process).
     """
 
     def __init__(
@@ -124,6 +130,8 @@ class Worker:
         name: str | None = None,
         connect_timeout: float | None = None,
         lease_share: LeaseShare | None = None,
+        max_jobs: int | None = None,
+        max_memory: float | None = None,
     ) -> None:
         if concurrency < 1:
             raise ConfigurationError("concurrency must be >= 1")
@@ -140,6 +148,10 @@ class Worker:
         self.burst = burst
         self.connect_timeout = connect_timeout
         self._lease_share = lease_share
+        recycling = Recycling(max_jobs, max_memory)
+        self._recycling = None if max_jobs is None and max_memory is None else recycling
+        #: Why this worker retired (``max_jobs`` / ``max_memory``), or None.
+        self.retired: str | None = None
         self.scheduler = Scheduler(app) if scheduler else None  # stored schedules too
         self.install_signal_handlers = install_signal_handlers
         self.id = name or f"{socket.gethostname()}:{os.getpid()}:{new_id()[-6:]}"
@@ -164,6 +176,8 @@ class Worker:
         #: Whether this worker may be registered idle (hand-off): its next claim withdraws.
         self._registered = True
         self._threads: ThreadRunner | None = None
+        #: The child processes of isolated tasks (none is started before the first such run).
+        self._isolation = IsolatedPool(concurrency)
 
     # -- control ---------------------------------------------------------------------------
     def stop(self) -> None:
@@ -250,6 +264,7 @@ class Worker:
             with contextlib.suppress(DulyError, OSError):
                 await self._backend.unregister_worker(self.id)
             self._threads.shutdown()
+            await self._isolation.close()
             self._remove_signals()
             log.info("worker %s stopped", self.id)
 
@@ -297,7 +312,9 @@ class Worker:
         for job_id in job_ids:
             if (entry := self._running.get(job_id)) is not None:
                 task = self.app.tasks.get(entry[0].record.task)
-                self._stops.request(*entry, is_async=task is not None and task.is_async)
+                # An isolated run is stopped as an async one is: its child is killed.
+                stoppable = task is not None and (task.is_async or task.config.isolated)
+                self._stops.request(*entry, is_async=stoppable)
 
     async def _connect(self) -> Backend:
         delay = 0.1
@@ -342,6 +359,8 @@ class Worker:
             # alone in its claim; this makes "alone" hold for the process).
             if self._suspects:
                 free = 0
+            if self._recycling is not None and self._retire():
+                break
             if free <= 0:
                 self._slot_freed.clear()
                 # Waited on directly (a stop sets it too): the claim then goes out in the same
@@ -352,6 +371,8 @@ class Worker:
                 # let them, so one claim fills several slots instead of one claim per slot.
                 await asyncio.sleep(0)
                 continue
+            if self._recycling is not None:
+                free = self._recycling.budget(self.stats.claimed, free)
             try:
                 records = await self._claim(min(free, BATCH_LIMIT))
                 backoff = 0.1
@@ -369,6 +390,19 @@ class Worker:
                 records = await self._wait_for_work()
             if records:
                 await self._begin(records)
+
+    def _retire(self) -> bool:
+        """Whether this worker retires now (recycling): it then stops as on a signal."""
+        assert self._recycling is not None
+        reason = self._recycling.reason(self.stats.claimed)
+        if reason is None:
+            return False
+        self.retired = reason
+        log.info(
+            "worker %s retiring: %s; finishing %d running jobs", self.id, reason, len(self._running)
+        )
+        self._set_stopping()
+        return True
 
     async def _begin(self, records: list[JobRecord]) -> None:
         """Start the claimed jobs their rate limits admit now (the others are deferred)."""
@@ -489,7 +523,7 @@ class Worker:
             hooks = self.app.hooks
             if hooks.watching("started") and (waiting := hooks.fire("started", execution.record)):
                 await waiting
-            outcome, error = await execution.run(self.app, self._threads)
+            outcome, error = await execution.run(self.app, self._threads, self._isolation)
         except asyncio.CancelledError:
             if execution.handed_back:
                 outcome, error = Outcome(job_id, "release", run_at=self.app.clock.now()), None

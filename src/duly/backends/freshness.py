@@ -35,6 +35,12 @@ class FreshnessStore(Protocol):
         ``backoff(failures, max_backoff, jitter)``; cancelled -> last_error ``"cancelled"``.
         Every outcome records last_attempt = the run's start; an ending one frees the scope
         (job_id None).
+
+        A touch while the scope's sync job is running (``decide``'s ``follow``) records one
+        follow-up on the row (``follow_up``: the request's job id, delta payload and priority;
+        ``enqueued`` set); further touches find it and coalesce. The step that records that
+        sync's success stores the follow-up as the scope's sync (requested_by ``touch``, its
+        ``queued`` event emitted); a failure for good or a cancel drops it.
         """
         ...
 

@@ -58,6 +58,7 @@ BACKEND_METRICS: dict[str, str] = {
     "duly_queue_parked": "Queued jobs parked behind a full mutex or concurrency limit.",
     "duly_queue_scheduled": "Jobs scheduled for later or waiting to retry.",
     "duly_queue_running": "Jobs running now.",
+    "duly_queue_paused": "1 while the queue is paused (app.pause): workers start none of its jobs.",
     "duly_queue_oldest_age_seconds": (
         "Seconds the longest-waiting claimable job has waited since it became ready "
         "(max(enqueued_at, scheduled_for)); 0 when none waits. Parked jobs are not counted."
@@ -143,6 +144,7 @@ def families(snapshot: BackendSnapshot) -> list[Any]:
         made["duly_queue_parked"].add_metric(label, queue.parked)
         made["duly_queue_scheduled"].add_metric(label, queue.scheduled)
         made["duly_queue_running"].add_metric(label, queue.running)
+        made["duly_queue_paused"].add_metric(label, 1.0 if queue.paused else 0.0)
         waited = 0.0 if queue.oldest_ready_at is None else snapshot.at - queue.oldest_ready_at
         made["duly_queue_oldest_age_seconds"].add_metric(label, max(waited, 0.0))
     made["duly_workers_alive"].add_metric([], snapshot.alive_workers())

@@ -20,8 +20,8 @@ queries, the pools, outages) and a ``Schema`` (``_migrate``), and hands them to 
 module of each step: ``_enqueue``, ``_claim``, ``_finish``, ``_recover``, ``_operator``,
 ``_lookups``, ``_workers``, ``_maintenance``, ``_concurrency``, ``_wake``, with ``_rows`` for
 the records. Each capability is an object of its own module (``_freshness``, ``_groups``,
-``_events``, ``_webhooks``, ``_progress``, ``_schedules``, ``_transactional``) under its key's
-attribute.
+``_events``, ``_webhooks``, ``_progress``, ``_schedules``, ``_transactional``, ``_pausing``)
+under its key's attribute.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ from duly.backends.postgres._events import PostgresEvents
 from duly.backends.postgres._freshness import PostgresFreshness
 from duly.backends.postgres._groups import PostgresGroups
 from duly.backends.postgres._migrate import Schema
+from duly.backends.postgres._pausing import PostgresPausing
 from duly.backends.postgres._progress import PostgresProgress
 from duly.backends.postgres._schedules import PostgresSchedules
 from duly.backends.postgres._transactional import PostgresTransactional
@@ -100,6 +101,7 @@ class PostgresBackend:
         self.dependencies = PostgresDependencies(db)
         self.events = PostgresEvents(db)
         self.webhooks = PostgresWebhooks(db)
+        self.pausing = PostgresPausing(db)
         self.watches = PostgresWatches(db)
         self.progress = PostgresProgress(db)
         self.schedules = PostgresSchedules(db)

@@ -55,21 +55,26 @@ async def _sync(
     }
     cur = await conn.execute(db.q["fresh_lock"], lock)
     rows: dict[tuple[str, str], tuple[ScopeState, float]] = {}
-    for name, scope, ls, la, failures, le, nd, rb, job_id, jitter in await cur.fetchall():
+    for row in await cur.fetchall():
+        name, scope, ls, la, failures, le, nd, rb, job_id, jitter, running, follow_up = row
         state = ScopeState(name, scope, 0.0, ls, la, failures, le, nd, rb, job_id)
+        state.running, state.follow_up = bool(running), follow_up
         rows[name, scope] = (state, jitter)
     # In request order: a later request on a scope sees what an earlier one did to it.
     states: list[ScopeState] = []
     last: dict[tuple[str, str], FreshnessRequest] = {}
     jobs: list[NewJob] = []
+    follow_ups: dict[tuple[str, str], NewJob] = {}
     for r in requests:
         key = (r.name, r.scope)
         state, jitter = rows[key]
-        after, jitter, job = apply_request(r, now, state, jitter)
+        after, jitter, job, follow = apply_request(r, now, state, jitter)
         rows[key], last[key] = (after, jitter), r
         states.append(after)
         if job is not None:
             jobs.append(job)
+        if follow is not None:
+            follow_ups[key] = follow
     if jobs:
         await run_plan_async(conn, db.q, enqueue_plan(jobs, db.channel, fresh=False))
     stored = [rows[key][0] for key in last]
@@ -82,6 +87,9 @@ async def _sync(
         "stale_at": [
             NEVER if s.last_success is None else s.last_success + s.max_staleness for s in stored
         ],
+        "fu": [None if (f := follow_ups.get(key)) is None else f.id for key in last],
+        "fu_payload": [None if (f := follow_ups.get(key)) is None else f.payload for key in last],
+        "fu_priority": [None if (f := follow_ups.get(key)) is None else f.priority for key in last],
     }
     await conn.execute(db.q["fresh_store"], store)
     return states

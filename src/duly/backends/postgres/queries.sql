@@ -214,6 +214,11 @@ ORDER BY n.ord;
 WITH candidates AS (
     SELECT q.pos, c.id, c.lost, c.priority, c.position, c.gate, c.gate_limit
     FROM unnest(%(queues)b::text[]) WITH ORDINALITY AS q(name, pos)
+    -- A paused queue gives nothing. FOR SHARE makes a pause (an UPDATE of the row) wait for
+    -- this claim, and this claim wait for a pause and read the row it committed.
+    LEFT JOIN LATERAL (
+        SELECT k.paused_at FROM {schema}.queues k WHERE k.name = q.name FOR SHARE
+    ) AS k ON true
     CROSS JOIN LATERAL (
         SELECT j.id, j.lost, j.priority, j.position, j.gate, j.gate_limit
         FROM {schema}.jobs j
@@ -222,6 +227,7 @@ WITH candidates AS (
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
     ) AS c
+    WHERE k.paused_at IS NULL
     LIMIT %(limit)s
 ),
 -- A job that already lost a worker (lost > 0) may be a poison pill: it is taken only alone, as
@@ -404,16 +410,31 @@ counted AS (
 fresh AS (
     -- A freshness scope's sync: its scope changes with it (migrations/0004_freshness.sql).
     UPDATE {schema}.freshness f
-    SET (last_attempt, last_success, stale_at, failures, last_error, next_due, job_id) = (
-        SELECT x.last_attempt, x.last_success, x.stale_at, x.failures, x.last_error, x.next_due, x.job_id
+    -- A success stores the follow-up a touch queued meanwhile (PRODUCT §17): `follow`.
+    SET (last_attempt, last_success, stale_at, failures, last_error, next_due, job_id,
+         requested_by, follow_up) = (
+        SELECT x.last_attempt, x.last_success, x.stale_at, x.failures, x.last_error, x.next_due,
+               x.job_id, x.requested_by, x.follow_up
         FROM {schema}.fresh_after(f, d.status, j.started_at, o.errors, %(now)s) x)
     FROM done d JOIN o ON o.id = d.id JOIN {schema}.jobs j ON j.id = d.id
     WHERE f.job_id = d.id AND d.status IN ('succeeded', 'failed', 'retrying', 'cancelled')
+    RETURNING f.job_id, f.follow_up_payload, f.follow_up_priority, d.id AS ended, d.status,
+              d.task, d.queue, j.max_attempts, j.key
+),
+follow AS (
+    INSERT INTO {schema}.jobs (id, task, queue, payload, status, max_attempts, key, priority,
+                               enqueued_at, scheduled_for, position)
+    SELECT r.job_id, r.task, r.queue, r.follow_up_payload, 'queued', r.max_attempts, r.key,
+           r.follow_up_priority, %(now)s, %(now)s, %(now)s
+    FROM fresh r
+    WHERE r.status = 'succeeded' AND r.job_id IS NOT NULL
+    RETURNING queue
 )
 SELECT ARRAY(SELECT id FROM done WHERE status <> 'cancelled') AS applied,
        ARRAY(SELECT gate FROM done WHERE gate IS NOT NULL) AS freed,
        (SELECT count(pg_notify(%(channel)s, q.queue))
-          FROM (SELECT DISTINCT queue FROM done WHERE status = 'queued') AS q) AS woken;
+          FROM (SELECT queue FROM done WHERE status = 'queued'
+                UNION SELECT queue FROM follow) AS q) AS woken;
 
 
 -- name: gate_release
@@ -565,8 +586,10 @@ counted AS (
 fresh AS (
     -- A freshness scope's sync: its scope changes with it (migrations/0004_freshness.sql).
     UPDATE {schema}.freshness f
-    SET (last_attempt, last_success, stale_at, failures, last_error, next_due, job_id) = (
-        SELECT x.last_attempt, x.last_success, x.stale_at, x.failures, x.last_error, x.next_due, x.job_id
+    SET (last_attempt, last_success, stale_at, failures, last_error, next_due, job_id,
+         follow_up) = (
+        SELECT x.last_attempt, x.last_success, x.stale_at, x.failures, x.last_error, x.next_due,
+               x.job_id, x.follow_up
         FROM {schema}.fresh_after(f, e.status, j.started_at, e.errors, %(now)s) x)
     FROM (SELECT r.id, r.status, convert_to(jsonb_build_array(jsonb_build_object(
                  'type', 'LostWorker', 'message', 'lost its worker ' || %(max_lost)s || ' times'
@@ -763,7 +786,8 @@ SELECT q.name,
        coalesce(c.scheduled, 0) AS scheduled,
        coalesce(c.running, 0) AS running,
        coalesce(c.parked, 0) AS parked,
-       c.oldest_ready_at
+       c.oldest_ready_at,
+       q.paused_at IS NOT NULL AS paused
 FROM {schema}.queues q
 LEFT JOIN counts c ON c.queue = q.name
 ORDER BY q.name;
@@ -1097,3 +1121,24 @@ RETURNING 1;
 
 -- name: skipped_ticks
 SELECT key, count, last_tick FROM {schema}.skipped_ticks;
+
+-- Paused queues (0012_paused_queues.sql).
+
+-- name: pause_queue
+-- Marks the queue paused (a new row for a queue never enqueued to); the upsert waits for the
+-- claims holding the row FOR SHARE. Returns a row only if it was not paused yet.
+INSERT INTO {schema}.queues AS k (name, paused_at) VALUES (%(queue)s, %(now)s)
+ON CONFLICT (name) DO UPDATE SET paused_at = excluded.paused_at WHERE k.paused_at IS NULL
+RETURNING true AS paused;
+
+-- name: resume_queue
+-- Returns: resumed (0 or 1), the queue's workers notified.
+WITH resumed AS (
+    UPDATE {schema}.queues k SET paused_at = NULL
+    WHERE k.name = %(queue)s AND k.paused_at IS NOT NULL
+    RETURNING k.name
+)
+SELECT count(pg_notify(%(channel)s, name)) AS resumed FROM resumed;
+
+-- name: paused_queues
+SELECT name, paused_at FROM {schema}.queues WHERE paused_at IS NOT NULL ORDER BY name;

@@ -91,9 +91,11 @@ CREATE TABLE {schema}.workers (
     info       jsonb            NOT NULL DEFAULT '{}'
 );
 
--- Every queue name ever enqueued to (queue_stats lists empty queues too).
+-- Every queue name ever enqueued to (queue_stats lists empty queues too); paused_at is set
+-- while it is paused (0012).
 CREATE TABLE {schema}.queues (
-    name text COLLATE "C" PRIMARY KEY
+    name      text COLLATE "C" PRIMARY KEY,
+    paused_at double precision
 );
 
 -- The running jobs of each gate.
@@ -128,6 +130,10 @@ CREATE TABLE {schema}.freshness (
     requested_by  text COLLATE "C",
     job_id        text COLLATE "C",
     stale_at      double precision NOT NULL,
+    -- 0010: the follow-up delta sync a touch queued while the sync ran
+    follow_up          text COLLATE "C",
+    follow_up_payload  bytea,
+    follow_up_priority integer NOT NULL DEFAULT 0,
     PRIMARY KEY (name, scope)
 );
 CREATE INDEX freshness_due ON {schema}.freshness (name, next_due);
@@ -257,17 +263,23 @@ BEGIN
         f.failures := 0;
         f.last_error := NULL;
         f.next_due := {schema}.fresh_next_baseline(now, f.offset_s, f.full_every);
-        f.job_id := NULL;
+        -- 0010: the follow-up a touch queued while the sync ran becomes the scope's sync
+        -- (the finish statement inserts its job: follow_up_payload, follow_up_priority).
+        f.job_id := f.follow_up;
+        f.requested_by := CASE WHEN f.follow_up IS NULL THEN f.requested_by ELSE 'touch' END;
+        f.follow_up := NULL;
     ELSIF status IN ('failed', 'retrying') THEN
         f.failures := f.failures + 1;
         f.last_error := coalesce({schema}.fresh_error(errors), f.last_error);
         IF status = 'failed' THEN
             f.next_due := now + {schema}.fresh_backoff(f.failures, f.max_backoff, f.jitter);
             f.job_id := NULL;
+            f.follow_up := NULL;
         END IF;
     ELSIF status = 'cancelled' THEN
         f.last_error := 'cancelled';
         f.job_id := NULL;
+        f.follow_up := NULL;
     END IF;
     RETURN f;
 END

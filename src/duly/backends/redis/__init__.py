@@ -10,9 +10,9 @@ The seams: ``_migrate`` (storage format, checked and upgraded at ``open``), ``_e
 ``_claim``, ``_finish`` (heartbeat and outcomes), ``_recover``, ``_operator`` (cancel, retry),
 ``_lookups``, ``_workers``, ``_maintenance`` (purge), ``_concurrency`` (rate slots), ``_wake``
 (waiting), ``_codec`` (replies to records); one module per capability: ``_freshness``,
-``_groups``, ``_events``, ``_webhooks``, ``_progress``, ``_schedules``, ``_handoff``. Transport
-and layout: ``_clients``, ``_topology``, ``_durable``, ``_keys``, ``_scripts`` (the Lua and its
-includes).
+``_groups``, ``_events``, ``_webhooks``, ``_progress``, ``_schedules``, ``_handoff``, ``_pausing``.
+Transport and layout: ``_clients``, ``_topology``, ``_durable``, ``_keys``, ``_scripts`` (the
+Lua and its includes).
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from duly.backends.redis._groups import RedisGroups
 from duly.backends.redis._handoff import RedisHandoff
 from duly.backends.redis._lookups import LIST_SCAN_BOUND
 from duly.backends.redis._migrate import Formats, open_namespace
+from duly.backends.redis._pausing import RedisPausing
 from duly.backends.redis._progress import RedisProgress
 from duly.backends.redis._schedules import RedisSchedules
 from duly.backends.redis._watches import RedisWatches
@@ -84,6 +85,7 @@ class RedisBackend:
         self.dependencies = RedisDependencies(conn)
         self.events = RedisEvents(conn)
         self.webhooks = RedisWebhooks(conn)
+        self.pausing = RedisPausing(conn)
         self.watches = RedisWatches(conn)
         self.progress = RedisProgress(conn)
         self.schedules = RedisSchedules(conn)

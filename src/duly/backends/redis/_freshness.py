@@ -50,6 +50,7 @@ def sync_states(requests: Sequence[FreshnessRequest], reply: list[list[Any]]) ->
     for request, row in zip(requests, reply, strict=True):
         state = _state(request.name, request.scope, request.max_staleness, row[:7])
         state.enqueued = int(row[7]) == 1
+        state.follow_up = _text(row[8])
         states.append(state)
     return states
 

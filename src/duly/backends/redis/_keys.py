@@ -66,6 +66,8 @@ key                     type    content
                                 <queue>..."``; SET PX (lapses by the server's clock)
 ``ib:<worker>``         list    a worker's inbox: rows of jobs enqueue.lua claimed for it;
                                 PEXPIRE = the lease
+``paused``              hash    paused queues: queue -> paused_at (HSETNX pauses, resume.lua
+                                resumes; claim.lua and enqueue.lua's hand-off skip them)
 ======================  ======  ================================================================
 
 Job hash fields (one letter each, to keep a queued job small): ``t`` task, ``q`` queue, ``p``
@@ -168,6 +170,7 @@ class Keyspace:
         "format",
         "namespace",
         "pattern",
+        "paused",
         "prefix",
         "queue_counts",
         "queues",
@@ -200,6 +203,7 @@ class Keyspace:
         self.events = p + "ev"
         self.events_count = p + "ev:n"
         self.webhooks = p + "hooks"
+        self.paused = p + "paused"
         self.schedules = p + "sched"
         self.skipped_ticks = p + "sk"
         self.format = p + "format"

@@ -19,8 +19,8 @@ retry, drop), ``_lookups``, ``_workers``, ``_maintenance`` (promote, purge, stat
 ``_concurrency`` (unique holds, gates, rate slots), ``_wake`` (what ``wait_for_work`` waits
 for), ``_migrate`` and ``_rows``; each capability is an object over the same connection
 (``_freshness``, ``_groups``, ``_dependencies``, ``_events``, ``_webhooks``, ``_progress``,
-``_schedules``). SQL lives in ``queries.sql`` (named queries) and ``migrations/`` (applied
-by ``migrate()``; ``schema.sql`` shows the result).
+``_schedules``, ``_pausing``). SQL lives in ``queries.sql`` (named queries) and
+``migrations/`` (applied by ``migrate()``; ``schema.sql`` shows the result).
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ from duly.backends.sqlite._dependencies import SqliteDependencies
 from duly.backends.sqlite._events import SqliteEvents
 from duly.backends.sqlite._freshness import SqliteFreshness
 from duly.backends.sqlite._groups import SqliteGroups
+from duly.backends.sqlite._pausing import SqlitePausing
 from duly.backends.sqlite._progress import SqliteProgress
 from duly.backends.sqlite._schedules import SqliteSchedules
 from duly.backends.sqlite._watches import SqliteWatches
@@ -96,6 +97,7 @@ class SqliteBackend:
         self.dependencies = SqliteDependencies(self._db, self._signal)
         self.events = SqliteEvents(self._db)
         self.webhooks = SqliteWebhooks(self._db)
+        self.pausing = SqlitePausing(self._db, self._signal)
         self.watches = SqliteWatches(self._db)
         self.progress = SqliteProgress(self._db)
         self.schedules = SqliteSchedules(self._db)

@@ -15,6 +15,7 @@ from typing import Any
 from duly._records import JobRecord
 from duly.backends.sqlite import _rows
 from duly.backends.sqlite._connection import QUERIES, SqliteConnection
+from duly.backends.sqlite._pausing import paused_queues
 from duly.backends.sqlite._wake import WorkSignal, data_version
 
 __all__ = ["claim", "claim_tx"]
@@ -66,11 +67,14 @@ def claim_tx(
     them (claim_start) and build their records here. A queue whose candidates include a
     gated job takes the claim statement, which decides which to start and which to park;
     it keeps taking it (it stays in ``gated_queues``, the backend's) until that statement
-    takes only plain jobs.
+    takes only plain jobs. A paused queue (``_pausing``) gives nothing.
     """
     claimed: list[JobRecord] = []
     version: int | None = None
+    paused = paused_queues(conn)  # under the write lock: a pause is before or after us
     for queue in dict.fromkeys(queues):
+        if queue in paused:
+            continue
         while len(claimed) < limit:
             if queue not in gated_queues:
                 cursor = conn.execute(

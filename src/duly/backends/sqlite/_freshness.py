@@ -18,6 +18,7 @@ from duly._freshness_state import (
     backoff,
     next_baseline,
 )
+from duly._records import NewJob
 from duly.backends._sql import load_queries
 from duly.backends.sqlite._connection import SqliteConnection
 from duly.backends.sqlite._enqueue import enqueue_tx
@@ -47,9 +48,10 @@ def _apply(conn: sqlite3.Connection, r: FreshnessRequest, now: float) -> ScopeSt
     row = conn.execute(QUERIES["fresh_read"], key).fetchone()
     state, jitter = None, None
     if row is not None:
-        ls, la, nf, le, nd, rb, job_id, jitter = row
+        ls, la, nf, le, nd, rb, job_id, jitter, running, follow_up = row
         state = ScopeState(r.name, r.scope, r.max_staleness, ls, la, nf, le, nd, rb, job_id)
-    after, jitter, job = apply_request(r, now, state, jitter)
+        state.running, state.follow_up = bool(running), follow_up
+    after, jitter, job, follow = apply_request(r, now, state, jitter)
     if job is not None:
         enqueue_tx([job])(conn)
     ls = after.last_success
@@ -64,6 +66,9 @@ def _apply(conn: sqlite3.Connection, r: FreshnessRequest, now: float) -> ScopeSt
         "requested_by": after.requested_by,
         "job_id": after.job_id,
         "stale_at": NEVER if ls is None else ls + r.max_staleness,
+        "follow_up": None if follow is None else follow.id,
+        "follow_up_payload": None if follow is None else follow.payload,
+        "follow_up_priority": None if follow is None else follow.priority,
     }
     conn.execute(QUERIES["fresh_write"], params)
     return after
@@ -83,9 +88,17 @@ def ended(conn: sqlite3.Connection, job_ids: Iterable[str], now: float) -> None:
     ``job_ids`` and reached an outcome (succeeded, failed, retrying, cancelled) is updated."""
     ids = json.dumps(list(job_ids))
     rows = conn.execute(QUERIES["fresh_policy"], {"ids": ids}).fetchall()
-    for job_id, failures, max_backoff, jitter, offset, full_every, started, status, errors in rows:
+    follow_ups: list[NewJob] = []
+    for row in rows:
+        job_id, failures, max_backoff, jitter, offset, full_every, started, status, errors = row[:9]
+        follow_up, payload, priority, task, queue, max_attempts, key = row[9:]
         if status not in _ENDED:
             continue
+        if status == "succeeded" and follow_up is not None:
+            # The delta sync a touch queued while this one ran: the scope's next sync.
+            follow_ups.append(
+                NewJob(follow_up, task, queue, payload, max_attempts, key, priority, now, now)
+            )
         conn.execute(
             QUERIES["fresh_ended"],
             {
@@ -98,6 +111,10 @@ def ended(conn: sqlite3.Connection, job_ids: Iterable[str], now: float) -> None:
                 "backoff": backoff(failures + 1, max_backoff, jitter),
             },
         )
+    if follow_ups:
+        enqueue_tx(follow_ups)(conn)
+        for job in follow_ups:
+            conn.execute(QUERIES["fresh_follow"], {"follow_up": job.id})
 
 
 def due(name: str, now: float, limit: int) -> Callable[[sqlite3.Connection], list[str]]:

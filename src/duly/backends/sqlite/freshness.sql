@@ -3,23 +3,33 @@
 -- fresh_read and fresh_write under the same write lock.
 
 -- name: fresh_read
-SELECT last_success, last_attempt, failures, last_error, next_due, requested_by, job_id,
-       jitter
-FROM freshness WHERE name = :name AND scope = :scope;
+-- With the row: whether its sync runs now (a touch then queues a follow-up), its follow-up.
+SELECT f.last_success, f.last_attempt, f.failures, f.last_error, f.next_due, f.requested_by,
+       f.job_id, f.jitter, coalesce(j.status = 'running', 0), f.follow_up
+FROM freshness f LEFT JOIN jobs j ON j.id = f.job_id
+WHERE f.name = :name AND f.scope = :scope;
 
 -- name: fresh_write
 -- The scope's row after a request: policy, next_due, and (when a sync was enqueued) job_id,
--- requested_by, jitter.
+-- requested_by, jitter; (when a touch queued a follow-up) the follow-up's id, payload and
+-- priority (:follow_up NULL keeps the row's).
 INSERT INTO freshness (name, scope, max_staleness, full_every, max_backoff, offset_s, jitter,
-                       next_due, requested_by, job_id, stale_at)
+                       next_due, requested_by, job_id, stale_at, follow_up, follow_up_payload,
+                       follow_up_priority)
 VALUES (:name, :scope, :max_staleness, :full_every, :max_backoff, :offset, :jitter,
-        :next_due, :requested_by, :job_id, :stale_at)
+        :next_due, :requested_by, :job_id, :stale_at, :follow_up, :follow_up_payload,
+        coalesce(:follow_up_priority, 0))
 ON CONFLICT (name, scope) DO UPDATE SET
     max_staleness = excluded.max_staleness, full_every = excluded.full_every,
     max_backoff = excluded.max_backoff, offset_s = excluded.offset_s,
     jitter = excluded.jitter, next_due = excluded.next_due,
     requested_by = excluded.requested_by, job_id = excluded.job_id,
-    stale_at = excluded.stale_at;
+    stale_at = excluded.stale_at,
+    follow_up = coalesce(excluded.follow_up, follow_up),
+    follow_up_payload = CASE WHEN excluded.follow_up IS NULL THEN follow_up_payload
+                             ELSE excluded.follow_up_payload END,
+    follow_up_priority = CASE WHEN excluded.follow_up IS NULL THEN follow_up_priority
+                              ELSE excluded.follow_up_priority END;
 
 -- name: fresh_ended
 -- The sync job of a scope reached :status (succeeded, failed, retrying, cancelled) at :now;
@@ -40,13 +50,22 @@ UPDATE freshness SET
     next_due = CASE WHEN :status = 'succeeded' THEN :next_baseline
                     WHEN :status = 'failed' THEN :now + :backoff
                     ELSE next_due END,
-    job_id = CASE WHEN :status = 'retrying' THEN job_id END
+    job_id = CASE WHEN :status = 'retrying' THEN job_id END,
+    follow_up = CASE WHEN :status IN ('failed', 'cancelled') THEN NULL ELSE follow_up END
 WHERE job_id = :id;
+
+-- name: fresh_follow
+-- After fresh_ended recorded a success: the follow-up (enqueued by the caller) is now the
+-- scope's sync, asked for by a touch.
+UPDATE freshness SET job_id = follow_up, requested_by = 'touch', follow_up = NULL
+WHERE follow_up = :follow_up;
 
 -- name: fresh_policy
 -- The rows of the scopes whose sync is among :ids (JSON array), with what fresh_ended needs.
 SELECT f.job_id, f.failures, f.max_backoff, f.jitter, f.offset_s, f.full_every,
-       j.started_at, j.status, CAST(j.errors AS TEXT)
+       j.started_at, j.status, CAST(j.errors AS TEXT),
+       f.follow_up, f.follow_up_payload, f.follow_up_priority, j.task, j.queue,
+       j.max_attempts, j.key
 FROM freshness f INDEXED BY freshness_job
 JOIN jobs j ON j.id = f.job_id
 WHERE f.job_id IN (SELECT value FROM json_each(:ids));

@@ -453,6 +453,7 @@ DELETE FROM workers;
 DELETE FROM queues;
 DELETE FROM rate_limits;
 DELETE FROM webhooks;
+DELETE FROM paused_queues;
 DELETE FROM schedules;
 DELETE FROM skipped_ticks;
 
@@ -661,3 +662,15 @@ RETURNING 1;
 
 -- name: skipped_ticks
 SELECT key, count, last_tick FROM skipped_ticks;
+
+-- Paused queues (0008_paused_queues.sql).
+
+-- name: pause_queue
+INSERT INTO paused_queues (queue, paused_at) VALUES (:queue, :now)
+ON CONFLICT (queue) DO NOTHING;
+
+-- name: resume_queue
+DELETE FROM paused_queues WHERE queue = :queue;
+
+-- name: paused_queues
+SELECT queue, paused_at FROM paused_queues ORDER BY queue;

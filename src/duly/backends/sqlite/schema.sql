@@ -111,6 +111,10 @@ CREATE TABLE freshness (
     requested_by  TEXT,
     job_id        TEXT,
     stale_at      REAL    NOT NULL,
+    -- 0006: the follow-up delta sync a touch queued while the sync ran
+    follow_up          TEXT,
+    follow_up_payload  BLOB,
+    follow_up_priority INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (name, scope)
 ) WITHOUT ROWID;
 CREATE INDEX freshness_due ON freshness (name, next_due);
@@ -218,6 +222,12 @@ CREATE TABLE webhooks (
     priority   INTEGER NOT NULL,
     delay      REAL    NOT NULL,
     created_at REAL    NOT NULL
+);
+
+-- Paused queues (0008).
+CREATE TABLE paused_queues (
+    queue     TEXT PRIMARY KEY,
+    paused_at REAL NOT NULL
 );
 
 -- Dependencies (0011): a dependent waits in job_waits, one job_after row per dependency; the

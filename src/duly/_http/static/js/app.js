@@ -13,6 +13,7 @@ import * as periodic from "./pages/periodic.js";
 import * as queues from "./pages/queues.js";
 import * as watches from "./pages/watches.js";
 import * as workers from "./pages/workers.js";
+import * as workflows from "./pages/workflows.js";
 
 // [pattern, page, nav section]; ":name" matches one path segment, "*name" (last) the rest.
 const ROUTES = [
@@ -25,6 +26,8 @@ const ROUTES = [
   ["watches", watches, "watches"],
   ["groups", groups, "groups"],
   ["groups/:id", groups, "groups"],
+  ["workflows", workflows, "workflows"],
+  ["workflows/:id", workflows, "workflows"],
   ["freshness", freshness, "freshness"],
   ["freshness/:name", freshness, "freshness"],
   ["key/*key", key, "key"],
@@ -38,6 +41,7 @@ const NAV = [
   ["periodic", "Periodic"],
   ["watches", "Watches"],
   ["groups", "Groups"],
+  ["workflows", "Workflows"],
   ["freshness", "Freshness"],
 ];
 

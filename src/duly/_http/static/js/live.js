@@ -4,6 +4,8 @@
 import { loadSession, url } from "./api.js";
 
 const listeners = new Set();
+// The listeners that also take progress events (a running job's bar moved, no state change).
+const progressListeners = new Set();
 let source = null;
 let state = "connecting";
 const stateListeners = new Set();
@@ -32,24 +34,32 @@ export function connect() {
     setState("offline");
     setTimeout(() => loadSession().then(connect, () => setTimeout(connect, 5000)), 2000);
   });
-  source.addEventListener("job", (msg) => {
+  // A state change ("job"), or a running job's progress ("progress": event.progress set).
+  const dispatch = (to) => (msg) => {
     let event;
     try {
       event = JSON.parse(msg.data);
     } catch {
       return;
     }
-    for (const fn of listeners) fn(event);
-  });
+    for (const fn of to) fn(event);
+  };
+  source.addEventListener("job", dispatch(listeners));
+  source.addEventListener("progress", dispatch(progressListeners));
   source.addEventListener("reset", () => {
     for (const fn of listeners) fn({ reset: true });
   });
 }
 
-// fn(event) for every job event until the returned function is called.
-export function subscribe(fn) {
+// fn(event) for every job state change (and, with { progress: true }, every progress event)
+// until the returned function is called.
+export function subscribe(fn, options) {
   listeners.add(fn);
-  return () => listeners.delete(fn);
+  if (options && options.progress) progressListeners.add(fn);
+  return () => {
+    listeners.delete(fn);
+    progressListeners.delete(fn);
+  };
 }
 
 export function onState(fn) {

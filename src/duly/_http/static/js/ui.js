@@ -26,6 +26,21 @@ export function query(path, params) {
   return text ? `${path}?${text}` : path;
 }
 
+// A job's last reported progress as a bar (the native <progress>: no inline style under the
+// dashboard's CSP) with its percentage and message; "—" when it never reported one.
+export function progressBar(progress) {
+  if (!progress) return h("span", { class: "muted" }, "—");
+  const percent = `${Math.round(progress.fraction * 100)}%`;
+  const label = progress.message ? `${percent} ${progress.message}` : percent;
+  return h(
+    "span",
+    { class: "progress", title: label },
+    h("progress", { value: String(progress.fraction), max: "1", "aria-label": label }),
+    " ",
+    h("span", { class: "progress-label" }, label),
+  );
+}
+
 export const JOB_COLUMNS = [
   { title: "Job", cell: (j) => jobLink(j.id) },
   { title: "Task", cell: (j) => link(query("jobs", { task: j.task }), j.task) },
@@ -45,7 +60,9 @@ function lastError(j) {
 }
 
 export function jobTable(jobs, empty) {
-  const columns = jobs.some((j) => j.error) ? [...JOB_COLUMNS, { title: "Last error", cell: lastError }] : JOB_COLUMNS;
+  let columns = JOB_COLUMNS;
+  if (jobs.some((j) => j.progress)) columns = [...columns, { title: "Progress", cell: (j) => progressBar(j.progress) }];
+  if (jobs.some((j) => j.error)) columns = [...columns, { title: "Last error", cell: lastError }];
   return table(columns, jobs, empty || "No jobs match.");
 }
 

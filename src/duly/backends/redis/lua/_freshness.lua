@@ -60,13 +60,16 @@ end
 
 -- Job `id` (a scope's sync, if it has an `fs` field) reached `status` (succeeded | failed |
 -- retrying | cancelled; anything else changes nothing) at `now`; `errors` its errors JSON
--- ('' = none). Only the scope's current sync (its `j`) updates it.
-local function fresh_ended(id, status, now, errors)
+-- ('' = none). Only the scope's current sync (its `j`) updates it. A success stores the
+-- follow-up a touch queued while it ran (fields fu, fp, fr: its id, delta payload and
+-- priority; PRODUCT §17) as the scope's sync, its queue in `woken` (given by finish, the only
+-- caller that records successes); a failure for good or a cancel drops it.
+local function fresh_ended(id, status, now, errors, woken)
   local jk = job_key(id)
   local member = redis.call('HGET', jk, 'fs')
   if not member then return end
   local fk = fresh_key(member)
-  local f = redis.call('HMGET', fk, 'j', 'mb', 'jt', 'of', 'fe', 'ms')
+  local f = redis.call('HMGET', fk, 'j', 'mb', 'jt', 'of', 'fe', 'ms', 'fu', 'fp', 'fr')
   if f[1] ~= id then return end
   local now_n = tonumber(now)
   local started = redis.call('HGET', jk, 'b')
@@ -78,6 +81,13 @@ local function fresh_ended(id, status, now, errors)
     local nd = fresh_next_baseline(now_n, tonumber(f[4]), tonumber(f[5]))
     redis.call('HSET', fk, 'ls', ls, 'nf', 0, 'nd', nd)
     redis.call('HDEL', fk, 'le', 'j')
+    if f[7] then
+      local t = redis.call('HMGET', jk, 't', 'q', 'm', 'k')
+      fresh_store_sync(PREFIX .. 'all', PREFIX .. 'queues', f[7], t[1], t[2], t[3], t[4] or '',
+        tonumber(f[9]) or 0, f[8], member, now, woken or {})
+      redis.call('HSET', fk, 'j', f[7], 'rb', 'touch')
+      redis.call('HDEL', fk, 'fu', 'fp', 'fr')
+    end
     redis.call('ZADD', fresh_due_key(name), nd, scope)
     redis.call('ZADD', fresh_index(name), tonumber(ls) + tonumber(f[6]), scope)
   elseif status == 'failed' or status == 'retrying' then
@@ -87,11 +97,11 @@ local function fresh_ended(id, status, now, errors)
     if status == 'failed' then
       local nd = now_n + fresh_backoff(failures, tonumber(f[2]), tonumber(f[3]))
       redis.call('HSET', fk, 'nd', nd)
-      redis.call('HDEL', fk, 'j')
+      redis.call('HDEL', fk, 'j', 'fu', 'fp', 'fr')
       redis.call('ZADD', fresh_due_key(name), nd, scope)
     end
   elseif status == 'cancelled' then
     redis.call('HSET', fk, 'le', 'cancelled')
-    redis.call('HDEL', fk, 'j')
+    redis.call('HDEL', fk, 'j', 'fu', 'fp', 'fr')
   end
 end

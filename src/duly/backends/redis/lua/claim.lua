@@ -30,11 +30,14 @@
 -- Quarantine fairness: a job that already lost a worker (n > 0) may be a poison pill that kills
 -- whoever runs it, so it is handed out alone: only as the first job of a claim, and the claim
 -- stops after it. Jobs popped but not taken go back with their scores unchanged.
+--
+-- A paused queue (_pausing.lua) is skipped: it gives nothing.
 --@include _jobs
 --@include _unique
 --@include _concurrency
 --@include _events
 --@include _handoff
+--@include _pausing
 local want = tonumber(ARGV[3])
 local worker, now, lease_until = ARGV[2], ARGV[4], ARGV[5]
 local out = {}
@@ -54,7 +57,7 @@ for qi = 9, #ARGV do
   local queue = ARGV[qi]
   local rk = ready_key(queue)
   local taken = 0
-  while want > 0 and not done do
+  while want > 0 and not done and not queue_paused(queue) do
     local popped = redis.call('ZPOPMIN', rk, want)
     if #popped == 0 then break end
     for i = 1, #popped, 2 do

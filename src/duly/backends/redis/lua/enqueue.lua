@@ -37,11 +37,13 @@
 -- that queue, if any (claim.lua's change: `running`, attempts 1, started_at = enqueued_at,
 -- worker, the registration's lease_until, in `run`, counted, a `running` event after its
 -- `queued` one), and its row pushed to that worker's inbox; its queue is not published for it.
+-- A job of a paused queue (_pausing.lua) is never handed off: it waits, queued.
 --@include _jobs
 --@include _unique
 --@include _events
 --@include _groups
 --@include _handoff
+--@include _pausing
 local out = {}
 local ready = {}      -- queue -> {score, id, score, id, ...}
 local all = {}
@@ -142,7 +144,8 @@ while h <= #ARGV do
         emit(id, 'scheduled', task, queue, key)
       else
         local worker, lease_until, inbox_ttl
-        if handoff and #batch == 0 and redis.call('ZCARD', ready_key(queue)) == 0 then
+        if handoff and #batch == 0 and redis.call('ZCARD', ready_key(queue)) == 0
+            and not queue_paused(queue) then
           worker, lease_until, inbox_ttl = pop_idle(queue)
         end
         handoff = worker ~= nil -- no idle worker now: none for the rest of this group

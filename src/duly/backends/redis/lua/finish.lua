@@ -151,7 +151,7 @@ for i = 7, #ARGV, 7 do
     end
     if f[6] then free_gate(f[6], id, counts, woken) end
     -- a freshness scope's sync updates its scope (_freshness.lua)
-    fresh_ended(id, kind == 'retry' and 'retrying' or kind, now, errors)
+    fresh_ended(id, kind == 'retry' and 'retrying' or kind, now, errors, woken)
     out[n] = 1
   end
 end

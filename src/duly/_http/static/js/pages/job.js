@@ -4,7 +4,7 @@
 import { ApiError, get, seg } from "../api.js";
 import { ago, badge, card, h, json, replace, stamp, toDate } from "../dom.js";
 import { subscribe, throttle } from "../live.js";
-import { actionButton, keyLink, link, query } from "../ui.js";
+import { actionButton, jobLink, keyLink, link, progressBar, query } from "../ui.js";
 
 const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
 
@@ -79,6 +79,7 @@ function errorsCard(job) {
 function facts(job) {
   const rows = [
     ["Status", badge(job.status)],
+    ...(job.progress ? [["Progress", h("span", { id: "job-progress" }, progressBar(job.progress), " ", stamp(job.progress.at))]] : []),
     ["Task", link(query("jobs", { task: job.task }), job.task)],
     ["Queue", link(query("jobs", { queue: job.queue }), job.queue)],
     ["Key", keyLink(job.key)],
@@ -92,6 +93,15 @@ function facts(job) {
     ["Finished", stamp(job.finished_at)],
   ];
   return h("dl", { class: "facts" }, rows.map(([k, v]) => [h("dt", null, k), h("dd", null, v)]));
+}
+
+// What this job waits for (options(after=...), a chain's previous step) and what waits for it.
+function linksCard(job, dependents) {
+  const after = job.after || [];
+  if (!after.length && !dependents.length) return null;
+  const list = (id, ids) =>
+    ids.length ? h("ul", { id, class: "links" }, ids.map((i) => h("li", null, jobLink(i)))) : h("p", { id, class: "muted" }, "—");
+  return card("Dependencies", h("h3", null, "Waits for"), list("job-after", after), h("h3", null, "Waited for by"), list("job-dependents", dependents));
 }
 
 export async function render(ctx) {
@@ -111,6 +121,7 @@ export async function render(ctx) {
       throw exc;
     }
     const again = () => refresh().catch(() => {});
+    const { dependents } = await get(`jobs/${seg(id)}/dependents`);
     const actions = h(
       "div",
       { class: "actions" },
@@ -124,6 +135,7 @@ export async function render(ctx) {
       actions,
       h("div", { class: "columns" }, card("Details", facts(job)), card("Timeline", timelineList(job))),
       h("div", { class: "columns" }, card("Arguments", h("div", { id: "job-args" }, json({ args: job.args, kwargs: job.kwargs }))), card("Result", json(job.result))),
+      linksCard(job, dependents),
       errorsCard(job),
     );
     body.dataset.status = job.status;
@@ -132,8 +144,11 @@ export async function render(ctx) {
   await refresh();
   const again = throttle(() => refresh().catch(() => {}), 500);
   ctx.onLeave(
-    subscribe((event) => {
-      if (event.reset || event.job_id === id) again();
-    }),
+    subscribe(
+      (event) => {
+        if (event.reset || event.job_id === id) again();
+      },
+      { progress: true },
+    ),
   );
 }

@@ -104,6 +104,6 @@ export async function render(ctx) {
   if (!before) {
     // The first page follows new jobs live; older pages stay put while you read them.
     const again = throttle(() => refresh().catch(() => {}), 1000);
-    ctx.onLeave(subscribe(again));
+    ctx.onLeave(subscribe(again, { progress: true })); // bars of running jobs move too
   }
 }

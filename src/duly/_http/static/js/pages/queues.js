@@ -1,11 +1,11 @@
 // Queues: depth by state, how long the oldest ready job has waited, and the last half hour's
-// outcomes per queue.
+// outcomes per queue; an admin pauses and resumes a queue here.
 
-import { get } from "../api.js";
+import { get, seg } from "../api.js";
 import { barChart } from "../charts.js";
 import { ago, card, duration, h, num, replace, table, toDate } from "../dom.js";
 import { subscribe, throttle } from "../live.js";
-import { link, query } from "../ui.js";
+import { actionButton, link, query } from "../ui.js";
 
 const MINUTES = 30;
 
@@ -46,6 +46,16 @@ export async function render(ctx) {
       done.set(row.queue, d);
     }
     const outcome = (name) => (q) => num((done.get(q.name) || {})[name] || 0);
+    const state = (q) =>
+      h(
+        "span",
+        { class: "queue-state", "data-queue": q.name },
+        h("span", { class: q.paused ? "badge status-paused" : "muted" }, q.paused ? "paused" : "running"),
+        " ",
+        actionButton(q.paused ? "Resume" : "Pause", `queues/${seg(q.name)}/${q.paused ? "resume" : "pause"}`, () =>
+          refresh().catch(() => {}),
+        ),
+      );
     replace(
       body,
       qs.queues.length ? card("Depth", depthChart(qs.queues)) : null,
@@ -54,6 +64,7 @@ export async function render(ctx) {
         table(
           [
             { title: "Queue", cell: (q) => link(query("jobs", { queue: q.name }), q.name) },
+            { title: "State", cell: state },
             { title: "Queued", class: "num", cell: count("queued", "queued") },
             { title: "Parked (gated)", class: "num", cell: (q) => num(q.parked) },
             { title: "Scheduled", class: "num", cell: count("scheduled", "scheduled") },
