@@ -48,6 +48,8 @@ COMMANDS = (
     "workers",
     "watches",
     "groups",
+    "schedules",
+    "unschedule",
     "migrate",
     "demo",
     "bench",

@@ -20,6 +20,7 @@ from duly._cli.inspect import (
     workers,
 )
 from duly._cli.operate import pause, resume
+from duly._cli.schedules import schedules, unschedule
 from duly._cli.worker import scheduler, worker
 
 __all__ = ["cli", "main"]
@@ -40,6 +41,8 @@ for command in (
     freshness,
     refresh,
     groups,
+    schedules,
+    unschedule,
     migrate,
     dashboard,
     demo,
