@@ -134,8 +134,12 @@ def _record(
     if not isinstance(tz, str):
         raise ConfigurationTypeError(f"tz= is a str, got {tz!r}")
     every_s = None if every is None else seconds(every, "every")
-    Schedule(task.name, every_s, cron, tz, catch_up, overlap, name)  # validates the schedule
+    schedule = Schedule(task.name, every_s, cron, tz, catch_up, overlap, name)  # validates it
     now = app.clock.now()
+    try:
+        datetime.fromtimestamp(schedule.next_tick(now), UTC)
+    except (ValueError, OverflowError, KeyError, OSError) as exc:  # e.g. cron "0 0 30 2 *"
+        raise ConfigurationError(f"the schedule never ticks: {exc}") from None
     job = sig.build(now)  # validates and encodes the arguments
     return ScheduleRecord(
         name=name,

@@ -49,6 +49,8 @@ COMMANDS = (
     "watches",
     "groups",
     "forget",
+    "schedules",
+    "unschedule",
     "migrate",
     "demo",
     "bench",

@@ -20,6 +20,7 @@ from duly._cli.inspect import (
     workers,
 )
 from duly._cli.operate import pause, resume
+from duly._cli.schedules import schedules, unschedule
 from duly._cli.worker import scheduler, worker
 
 __all__ = ["cli", "main"]
@@ -41,6 +42,8 @@ for command in (
     refresh,
     forget,
     groups,
+    schedules,
+    unschedule,
     migrate,
     dashboard,
     demo,

@@ -15,6 +15,7 @@ import msgspec
 
 from duly._job import JobInfo
 from duly._progress import Progress
+from duly._schedules import ScheduleInfo
 
 __all__ = [
     "ErrorBody",
@@ -31,6 +32,9 @@ __all__ = [
     "PeriodicOut",
     "QueueList",
     "QueueOut",
+    "ScheduleIn",
+    "ScheduleList",
+    "ScheduleRemoved",
     "ScopeForgotten",
     "ScopeList",
     "ScopeOut",
@@ -170,6 +174,37 @@ class PeriodicList(msgspec.Struct):
 
     periodic: list[PeriodicOut]
     next: str | None
+
+
+class ScheduleList(msgspec.Struct):
+    """A page of schedules (decorated and stored) by name."""
+
+    schedules: list[ScheduleInfo]
+    next: str | None
+
+
+class ScheduleIn(msgspec.Struct, forbid_unknown_fields=True):
+    """The body of ``PUT /api/v1/schedules/{name}``: the call each tick enqueues (``task``
+    by name, ``args``, ``kwargs``, optional ``queue`` and ``priority``) and when: ``every``
+    seconds or ``cron`` in ``tz`` (exactly one of them)."""
+
+    task: str
+    args: list[Any] = msgspec.field(default_factory=list)
+    kwargs: dict[str, Any] = msgspec.field(default_factory=dict)
+    every: float | None = None
+    cron: str | None = None
+    tz: str = "UTC"
+    catch_up: Literal["skip", "one", "all"] = "one"
+    overlap: Literal["skip", "queue"] = "skip"
+    queue: str | None = None
+    priority: int | None = None
+
+
+class ScheduleRemoved(msgspec.Struct):
+    """The answer of ``DELETE /api/v1/schedules/{name}``."""
+
+    name: str
+    removed: bool
 
 
 class WatchOut(msgspec.Struct):
