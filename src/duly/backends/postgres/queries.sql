@@ -729,6 +729,9 @@ WITH again AS (
           WHERE h.unique_key = j.unique_key AND h.id <> j.id
             AND (j.unique_expires_at IS NULL OR j.unique_expires_at > j.finished_at)
             AND h.status IN ('scheduled', 'queued', 'running', 'retrying'))
+      -- A dependent cancelled by a dependency runs when that one succeeds, not on its own.
+      AND NOT EXISTS (
+          SELECT 1 FROM {schema}.job_waits w WHERE w.job_id = j.id AND w.waiting > 0)
     RETURNING j.queue
 )
 SELECT (SELECT count(*) FROM again) AS retried,

@@ -374,7 +374,9 @@ UPDATE jobs
 SET status = 'queued', attempts = 0, lost = 0, finished_at = NULL, result = NULL,
     expire_at = NULL, worker = NULL, lease_until = NULL, position = :now,
     unique_key = :unique_key, rate_slot = NULL
-WHERE id = :id AND status IN ('failed', 'cancelled');
+WHERE id = :id AND status IN ('failed', 'cancelled')
+  -- A dependent cancelled by a dependency runs when that one succeeds, not on its own.
+  AND NOT EXISTS (SELECT 1 FROM job_waits w WHERE w.job_id = :id AND w.waiting > 0);
 
 -- name: rate_states
 -- reserve_rate: the stored GCRA state of the keys (JSON array).

@@ -2,8 +2,9 @@
 --
 -- KEYS[1] expiry zset   KEYS[2] unique holds hash (`u`)
 -- ARGV[1] prefix   ARGV[2] job id   ARGV[3] wake channel   ARGV[4] now
--- Returns 1 if re-queued, 0 if the job is in another state or unknown, or if another active
--- job holds the unique key it takes again.
+-- Returns 1 if re-queued, 0 if the job is in another state or unknown, if another active job
+-- holds the unique key it takes again, or if it is a dependent with a dependency that has not
+-- succeeded (`aw` > 0, _dependencies.lua: that dependency's success releases it).
 --
 -- A job whose hold lasted until it finished (its `u` field is still there, keys.py "Unique
 -- holds") takes its key again (u[key] = id), unless another job holds it at `now`: then
@@ -17,9 +18,11 @@
 --@include _groups
 local id = ARGV[2]
 local jk = job_key(id)
-local f = redis.call('HMGET', jk, 's', 'q', 'r', 'e', 'u', 't', 'k', 'gp')
+local f = redis.call('HMGET', jk, 's', 'q', 'r', 'e', 'u', 't', 'k', 'gp', 'aw')
 local status, queue, hold = f[1], f[2], f[5]
 if status ~= 'failed' and status ~= 'cancelled' then return 0 end
+-- A dependent cancelled by a dependency runs when that one succeeds, not on its own.
+if (tonumber(f[9]) or 0) > 0 then return 0 end
 if hold then
   local holder = redis.call('HGET', KEYS[2], hold)
   if holder and holds(holder, hold, tonumber(ARGV[4])) then return 0 end
