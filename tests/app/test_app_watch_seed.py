@@ -76,6 +76,7 @@ def test_replace_is_refused_when_not_a_bool_and_an_own_argument_is_kept(app: dul
     def renamed(order_id: int, replace: bool) -> None:
         return None
 
+    assert unshipped.options(replace=True).replace is True  # the typed spelling
     with pytest.raises(TypeError, match="replace"):
         unshipped.start(order_id=1, replace="yes")
     with pytest.raises(TypeError, match="replace"):
