@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from duly._errors import ConfigurationError, ConfigurationTypeError
 from duly._job import Job
+from duly._payload import decode_payload
 from duly._records import JobRecord, Outcome
-from duly._serialization import decode, decode_payload, encode
+from duly._serialization import decode, encode
 from duly._task import BoundTask, EnqueueOptions, Task, TaskConfig, seconds
 from duly.backends.watches import WATCHES
 

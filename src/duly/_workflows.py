@@ -27,8 +27,8 @@ import msgspec
 
 from duly._ids import new_ids
 from duly._job import Job, JobInfo
+from duly._payload import Links, payload_links, with_first_argument, with_links
 from duly._records import EnqueueResult, JobRecord, NewJob
-from duly._serialization import Links, payload_links, with_first_argument, with_links
 from duly._task import Signature
 from duly.backends.dependencies import DEPENDENCIES
 
