@@ -19,6 +19,7 @@
     ├── JobTimeout              (also a TimeoutError) a job ran past its ``timeout``
     ├── JobProcessDied          an ``isolated=True`` run's child process died (signal, exit)
     ├── JobCancelled            raised in a task by ``current_job().raise_if_cancelled()``
+    ├── JobExpired              the error type of a job that expired (``expires=``) unstarted
     └── JobFailed               ``job.result()`` of a job that failed or was cancelled
 
 Control-flow exceptions raised *inside* tasks (not errors):
@@ -50,6 +51,7 @@ __all__ = [
     "EventsTrimmed",
     "Interrupted",
     "JobCancelled",
+    "JobExpired",
     "JobFailed",
     "JobNotFound",
     "JobProcessDied",
@@ -180,6 +182,10 @@ class JobProcessDied(DulyError):
 
 class JobCancelled(DulyError):
     """The job was cancelled while it ran: stop now (the job ends cancelled either way)."""
+
+
+class JobExpired(DulyError):
+    """The job was still waiting at its ``expires`` time: it never ran (it ended cancelled)."""
 
 
 class JobFailed(DulyError):

@@ -29,7 +29,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager, null
 from typing import TYPE_CHECKING, Any, cast
 
 from duly._errors import ConfigurationTypeError
-from duly._serialization import with_headers
+from duly._payload import with_headers
 
 if TYPE_CHECKING:
     from duly._context import RunContext
@@ -114,6 +114,10 @@ class Hook:
     def quarantined(self, job: JobInfo, error: BaseException) -> HookCallResult:
         """A job lost its worker ``max_lost`` times and failed (``failed`` is called too)."""
 
+    def expired(self, record: JobRecord) -> HookCallResult:
+        """A claim found the job still waiting past its ``expires`` time: it never ran, and
+        ended ``cancelled`` with a ``JobExpired`` error (``record`` shows it so)."""
+
     def around_run(self, ctx: RunContext) -> Around:
         """A context manager entered around each run (a DB session, a tenant, a log context),
         in the run's own thread (a sync task) or asyncio task (an async task, which may also
@@ -138,6 +142,7 @@ HOOK_EVENTS = (
     "failed",
     "recovered",
     "quarantined",
+    "expired",
     "around_run",
 )
 

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any, Generic, NotRequired, TypedDict, TypeVar
 import msgspec
 
 from duly._errors import JobFailed
+from duly._payload import decode_payload, payload_links
 from duly._progress import Progress, decode_progress
 from duly._records import FINISHED_STATUSES, JobRecord, JobStatus
-from duly._serialization import decode, decode_payload, payload_links
+from duly._serialization import decode
 
 if TYPE_CHECKING:
     from typing_extensions import TypeVar as DefaultingTypeVar
@@ -28,7 +29,7 @@ else:
 
 __all__ = ["Job", "JobError", "JobInfo"]
 #: The times of a JobInfo (``to_dict`` writes them as ``datetime.isoformat`` does).
-_TIMES = ("enqueued_at", "scheduled_for", "started_at", "finished_at")
+_TIMES = ("enqueued_at", "scheduled_for", "started_at", "finished_at", "expires_at")
 
 
 def _time(value: float | None) -> datetime | None:
@@ -97,6 +98,9 @@ class JobInfo(msgspec.Struct, Generic[R], frozen=True):
     #: previous step); empty for most jobs.
     after: list[str] = []
     progress: Progress | None = None
+    #: When the job, still waiting then, never starts (``expires=``): it ends cancelled with
+    #: a ``JobExpired`` error. None: no expiry.
+    expires_at: datetime | None = None
 
     @property
     def finished(self) -> bool:
@@ -157,6 +161,7 @@ class JobInfo(msgspec.Struct, Generic[R], frozen=True):
             lost=record.lost,
             after=payload_links(record.payload).after,
             progress=decode_progress(record.progress),
+            expires_at=_time(record.expires_at),
         )
 
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from duly._serialization import payload_headers
+from duly._payload import payload_headers
 
 __all__ = [
     "ACTIVE_STATUSES",
+    "EXPIRED_KEEP",
+    "EXPIRED_MESSAGE",
     "FINISHED_STATUSES",
     "ID_CEILING",
     "STATS_RETENTION",
@@ -65,6 +67,11 @@ UniqueUntil = Literal["start", "finish"]
 #: first page.
 ID_CEILING: Final = "~" * 32
 
+#: Seconds a job that expired before it started is kept (as a failed job is by default).
+EXPIRED_KEEP: Final = 7 * 86_400.0
+#: The message of the ``JobExpired`` error such a job gets.
+EXPIRED_MESSAGE: Final = "the job was not started by its expiry time (expires=): it never ran"
+
 #: How long per-minute counters and the records of workers that vanished are kept by default
 #: (``App(stats_retention=)``; ``Backend.purge``'s ``keep``), in seconds.
 STATS_RETENTION: Final = 86_400.0
@@ -99,6 +106,9 @@ class NewJob:
     unique_expires_at: float | None = None
     gate: str | None = None
     gate_limit: int = 0
+    #: A job still waiting at this time never starts: the claim that finds it ends it
+    #: ``cancelled`` with a ``JobExpired`` error (``options(expires=)``), kept ``EXPIRED_KEEP``.
+    expires_at: float | None = None
     #: Text a hook carries from enqueue to the runs (trace context and the like), set in its
     #: ``enqueuing``; stored inside ``payload`` once the hooks ran (``with_headers``), read back
     #: as ``JobRecord.headers``. Never an argument of the task.
@@ -151,6 +161,8 @@ class JobRecord:
     progress: bytes | None = None
     #: The last checkpoint a run stored (JSON), None if none: what the next run resumes from.
     cursor: bytes | None = None
+    #: When the job, still waiting then, never starts (``NewJob.expires_at``), or None.
+    expires_at: float | None = None
 
     @property
     def headers(self) -> dict[str, str]:

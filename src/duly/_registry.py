@@ -51,6 +51,7 @@ class TaskSettings(WatchTaskSettings, total=False):
 
     timeout: float | timedelta | None
     isolated: bool
+    expires: float | timedelta | None
     unique: str | bool | None
     unique_until: Literal["start", "finish"]
     unique_ttl: float | timedelta | None
@@ -130,6 +131,7 @@ def task_config(
         retries=settings.get("retries", 3),
         backoff=_backoff(settings.get("backoff")),
         timeout=_optional_seconds(settings.get("timeout"), "timeout"),
+        expires=_optional_seconds(settings.get("expires"), "expires"),
         retry_on=tuple(retry_on) if retry_on is not None else (Exception,),
         retention=_optional_seconds(settings.get("retention"), "retention"),
         failed_retention=_optional_seconds(settings.get("failed_retention"), "failed_retention"),

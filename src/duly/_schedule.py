@@ -28,6 +28,8 @@ CatchUp = Literal["skip", "one", "all"]
 Overlap = Literal["skip", "queue"]
 #: The most missed ticks ``catch_up="all"`` runs after downtime.
 MAX_CATCH_UP = 1000
+#: The longest ``every`` (ten years, in seconds).
+MAX_EVERY = 10 * 365 * 86400.0
 #: A tick seen this late by a live scheduler is a normal tick, not a missed one.
 ON_TIME = 5.0
 
@@ -59,9 +61,9 @@ class Schedule:
             raise ConfigurationError("a periodic task needs exactly one of every= or cron=")
         if self.every is not None and not self.every >= 1:
             raise ConfigurationError(f"every= must be at least 1 second, got {self.every!r}")
-        if self.every is not None and not math.isfinite(self.every):
+        if self.every is not None and not self.every <= MAX_EVERY:
             raise ConfigurationError(
-                f"every= must be a finite number of seconds, got {self.every!r}"
+                f"every= must be at most {MAX_EVERY:g} seconds (ten years), got {self.every!r}"
             )
         if self.cron is not None and not croniter.is_valid(self.cron):
             raise ConfigurationError(f"invalid cron expression {self.cron!r}")

@@ -20,10 +20,10 @@ import msgspec
 
 from duly._errors import ConfigurationError, ConfigurationTypeError
 from duly._ids import ulid_time
+from duly._payload import decode_payload
 from duly._records import JobFilter, JobStatus
 from duly._schedule import CatchUp, Overlap, Schedule
 from duly._scheduler.periodic import Ticking, stored_schedule
-from duly._serialization import decode_payload
 from duly._task import Signature, seconds
 from duly._watch import Watch
 from duly.backends.schedules import SCHEDULES, ScheduleRecord, SkippedTicks
@@ -134,8 +134,12 @@ def _record(
     if not isinstance(tz, str):
         raise ConfigurationTypeError(f"tz= is a str, got {tz!r}")
     every_s = None if every is None else seconds(every, "every")
-    Schedule(task.name, every_s, cron, tz, catch_up, overlap, name)  # validates the schedule
+    schedule = Schedule(task.name, every_s, cron, tz, catch_up, overlap, name)  # validates it
     now = app.clock.now()
+    try:
+        datetime.fromtimestamp(schedule.next_tick(now), UTC)
+    except (ValueError, OverflowError, KeyError, OSError) as exc:  # e.g. cron "0 0 30 2 *"
+        raise ConfigurationError(f"the schedule never ticks: {exc}") from None
     job = sig.build(now)  # validates and encodes the arguments
     return ScheduleRecord(
         name=name,

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from duly._errors import ConfigurationError, ConfigurationTypeError
 from duly._ids import new_id, new_ids
 from duly._limits import Limits, refuse_nul
+from duly._payload import Links, with_links
 from duly._records import JobRecord, NewJob, Outcome
 from duly._retry import Backoff, RetryDelay, check_backoff
 from duly._secrets import scrub_exception, secret_values
-from duly._serialization import CallSpec, Links, with_links
+from duly._serialization import CallSpec
 
 if TYPE_CHECKING:
     from duly._job import Job
@@ -100,6 +101,8 @@ class TaskConfig:
     #: True: a run after a failure starts from the start (its checkpoint is cleared), not
     #: from ``duly.current_job().cursor``.
     retry_from_start: bool = False
+    #: Seconds after its enqueue a job still waiting never starts (``expires=``), or None.
+    expires: float | None = None
     #: Parameters shown as ``"***"`` outside the worker (``duly._secrets``).
     secret: tuple[str, ...] = ()
     #: The positions at which those parameters may be passed (sealed there too).
@@ -118,6 +121,8 @@ class TaskConfig:
         if self.retries < 0:
             raise ConfigurationError(f"retries must be >= 0, got {self.retries}")
         check_backoff(self.backoff)
+        if self.expires is not None and not self.expires > 0:
+            raise ConfigurationError(f"expires must be > 0 seconds, got {self.expires!r}")
         if self.timeout is not None and not self.timeout > 0:
             raise ConfigurationError(f"timeout must be > 0 seconds, got {self.timeout!r}")
         if not isinstance(self.retry_from_start, bool):
@@ -147,6 +152,7 @@ class TaskConfig:
         queue: str | None = None,
         key: str | None = None,
         priority: int | None = None,
+        expires_at: float | None = None,
     ) -> NewJob:
         """The one place a job of this task is built: the task's defaults under the call's
         options, and the concurrency fields (unique key, gate) rendered from its arguments."""
@@ -161,8 +167,12 @@ class TaskConfig:
             priority=self.priority if priority is None else priority,
             enqueued_at=now,
             scheduled_for=scheduled_for,
+            expires_at=expires_at if expires_at is not None else self._expires_at(now),
             **fields,
         )
+
+    def _expires_at(self, now: float) -> float | None:
+        return None if self.expires is None else now + self.expires
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,10 +190,16 @@ class EnqueueOptions:
     id: str | None = None
     #: The ids of the jobs to wait for (``after=``, see ``after_ids``).
     after: tuple[str, ...] = ()
+    #: When a job still waiting never starts: seconds after enqueue, or an aware datetime.
+    expires: float | datetime | None = None
 
     def __post_init__(self) -> None:
         if self.id is not None:
             check_job_id(self.id)
+        if isinstance(self.expires, datetime) and self.expires.tzinfo is None:
+            raise ConfigurationError("expires= must be timezone-aware (e.g. datetime.now(UTC))")
+        if isinstance(self.expires, float) and not self.expires > 0:
+            raise ConfigurationError(f"expires= must be > 0 seconds, got {self.expires!r}")
         if self.delay is not None and self.at is not None:
             raise ConfigurationError("give either delay= or at=, not both")
         if self.after and (self.delay is not None or self.at is not None):
@@ -293,10 +309,25 @@ class Signature:
             queue=opts.queue,
             key=opts.key,
             priority=opts.priority,
+            expires_at=_expires_at(opts.expires, now),
         )
         if opts.after:
             job.after = opts.after
         return job
+
+
+def _expires_at(expires: float | datetime | None, now: float) -> float | None:
+    if expires is None:
+        return None
+    if isinstance(expires, datetime):
+        return expires.timestamp()
+    return now + expires
+
+
+def _expires(value: float | timedelta | datetime | None) -> float | datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    return seconds(value, "expires")
 
 
 class _Enqueuer(Generic[P, R]):
@@ -346,9 +377,12 @@ class BoundTask(_Enqueuer[P, R]):
         on_commit: bool | None = None,
         id: str | None = None,
         after: Sequence[Any] | None = None,
+        expires: float | timedelta | datetime | None = None,
     ) -> BoundTask[P, R]:
         """Further options on top of these."""
-        changes = _option_changes(delay, at, priority, key, queue, connection, on_commit, id, after)
+        changes = _option_changes(
+            delay, at, priority, key, queue, connection, on_commit, id, after, expires
+        )
         return BoundTask(self.task, replace(self._options, **changes))
 
 
@@ -362,6 +396,7 @@ def _option_changes(
     on_commit: bool | None,
     id: str | None,
     after: Sequence[Any] | None = None,
+    expires: float | timedelta | datetime | None = None,
 ) -> dict[str, Any]:
     changes: dict[str, Any] = {
         "after": None if after is None else after_ids(after),
@@ -373,6 +408,7 @@ def _option_changes(
         "connection": connection,
         "on_commit": on_commit,
         "id": id,
+        "expires": _expires(expires),
     }
     return {name: value for name, value in changes.items() if value is not None}
 
@@ -433,6 +469,7 @@ class Task(_Enqueuer[P, R]):
         on_commit: bool | None = None,
         id: str | None = None,
         after: Sequence[Any] | None = None,
+        expires: float | timedelta | datetime | None = None,
     ) -> BoundTask[P, R]:
         """Per-call options: ``delay`` (seconds or timedelta) or ``at`` (aware datetime),
         ``priority``, ``key`` (index jobs by an entity), ``queue``, ``connection`` (PostgreSQL:
@@ -441,8 +478,12 @@ class Task(_Enqueuer[P, R]):
         ``duly.contrib.django``), ``id`` (the job's own id: while a job with that id is
         retained, enqueue returns it, ``job.deduplicated``), ``after`` (jobs, groups or job
         ids: the job waits, ``scheduled``, until every one of them succeeded; see
-        ``duly.backends.dependencies``)."""
-        changes = _option_changes(delay, at, priority, key, queue, connection, on_commit, id, after)
+        ``duly.backends.dependencies``), ``expires`` (seconds, a timedelta or an aware
+        datetime: a job not started by then never runs, it ends ``cancelled`` with
+        ``JobExpired``)."""
+        changes = _option_changes(
+            delay, at, priority, key, queue, connection, on_commit, id, after, expires
+        )
         return BoundTask(self, EnqueueOptions(**changes))
 
 

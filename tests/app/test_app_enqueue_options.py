@@ -4,7 +4,7 @@ every backend."""
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -128,3 +128,79 @@ def test_an_invalid_own_id_is_refused_before_anything_is_stored(app: duly.App, b
     with pytest.raises(duly.ConfigurationError):
         invoice.options(id=bad).enqueue()
     assert app.jobs(task=invoice.name) == []
+
+
+# -- expires= ----------------------------------------------------------------------------------
+
+
+def test_a_job_not_started_by_its_expiry_never_runs(make_app, run_burst, caplog) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from duly.observability import PrometheusHook
+
+    clock = duly.ManualClock()
+    app = make_app(clock=clock)
+    registry = CollectorRegistry()
+    app.add_hook(PrometheusHook(registry, clock=app.clock))
+    told: list[str] = []
+
+    class Told(duly.Hook):
+        def expired(self, record) -> None:
+            told.append(record.id)
+
+    app.add_hook(Told())
+    ran: list[str] = []
+
+    @app.task(name="t.otp")
+    def send_otp(to: str) -> None:
+        ran.append(to)
+
+    stale = send_otp.options(expires=timedelta(minutes=5)).enqueue("late@x")
+    at = datetime.fromtimestamp(clock.now(), UTC) + timedelta(hours=1)
+    fresh = send_otp.options(expires=at).enqueue("fine@x")
+    assert info_of(app, stale.id).expires_at == datetime.fromtimestamp(clock.now() + 300, UTC)
+    assert info_of(app, fresh.id).expires_at == at
+    clock.advance(600)
+    with caplog.at_level("WARNING", logger="duly.worker"):
+        run_burst(app)
+    assert ran == ["fine@x"]
+    info = info_of(app, stale.id)
+    assert info.status == "cancelled" and info.started_at is None and info.attempts == 0
+    assert info.error is not None and info.error["type"] == "JobExpired"
+    assert info_of(app, fresh.id).status == "succeeded"
+    assert told == [stale.id]
+    assert f"job {stale.id}" in caplog.text and "expired before it started" in caplog.text
+    labels = {"task": "t.otp", "queue": "default"}
+    assert registry.get_sample_value("duly_jobs_expired_total", labels) == 1.0
+    with pytest.raises(duly.JobFailed):
+        stale.result(timeout=1)
+
+
+def test_a_task_setting_gives_every_job_an_expiry(make_app, run_burst) -> None:
+    clock = duly.ManualClock()
+    app = make_app(clock=clock)
+
+    @app.task(name="t.ping", expires=60)
+    def ping() -> str:
+        return "pong"
+
+    job = ping.enqueue()
+    longer = ping.options(expires=timedelta(hours=1)).enqueue()  # the option wins
+    assert info_of(app, job.id).expires_at == datetime.fromtimestamp(clock.now() + 60, UTC)
+    clock.advance(61)
+    run_burst(app)
+    assert info_of(app, job.id).status == "cancelled"
+    assert info_of(app, longer.id).status == "succeeded"
+
+
+@pytest.mark.parametrize(
+    "bad", [0, -1, "soon", datetime(2030, 1, 1), timedelta(seconds=-5)], ids=repr
+)
+def test_an_invalid_expiry_is_refused_before_anything_is_stored(app: duly.App, bad) -> None:
+    @app.task(name="t.x")
+    def x() -> None:
+        pass
+
+    with pytest.raises(duly.ConfigurationError):
+        x.options(expires=bad).enqueue()
+    assert app.jobs(task=x.name) == []

@@ -8,11 +8,12 @@ cancelled, while the worker and its other jobs go on. The functions are defined 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +166,25 @@ def test_isolated_needs_a_module_level_function(app: duly.App) -> None:
     with pytest.raises(TypeError, match="isolated"):
         app.task(isolated="yes")(where)  # type: ignore[call-overload]
     run_jobs  # noqa: B018 - the testing helper works with isolated tasks too (see the docs)
+
+
+def test_around_run_wraps_an_isolated_run_in_the_workers_process(
+    app: duly.App, run_burst: Callable[..., Any]
+) -> None:
+    entered: list[tuple[str, int]] = []
+
+    class Scope(duly.Hook):
+        @contextlib.contextmanager
+        def _scope(self, ctx: duly.RunContext) -> Iterator[None]:
+            entered.append((ctx.job.id, os.getpid()))
+            yield
+
+        def around_run(self, ctx: duly.RunContext) -> Any:
+            return self._scope(ctx)
+
+    app.add_hook(Scope())
+    add = app.task(isolated=True, name="iso.where")(where)
+    job = add.enqueue(1, 1)
+    run_burst(app)
+    assert job.result(timeout=5)["sum"] == 2
+    assert entered == [(job.id, os.getpid())]

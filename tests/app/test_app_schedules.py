@@ -16,6 +16,7 @@ import pytest
 
 import duly
 from duly._scheduler import Scheduler
+from duly.observability import metrics_text
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -59,6 +60,8 @@ def test_a_tick_is_skipped_while_the_previous_job_still_waits(
     assert (info.kind, info.overlap, info.skipped) == ("decorated", "skip", 1)
     assert info.last_skipped_tick == _utc(T + 60)
     assert (info.last_job_id, info.last_status, info.last_tick) == (first.id, "queued", _utc(T))
+    text = metrics_text(app).decode()
+    assert 'duly_schedule_skipped_ticks{schedule="minutely"} 1.0' in text
     run_burst(app, scheduler=False)
     assert _lap(app) == 0  # the skipped tick is not run late now that the job ended
     clock.advance(60)

@@ -487,3 +487,41 @@ def test_plain_jobs_never_open_a_transaction(
             await succeed(backend, record.id)
 
     with_backend(postgres_url, schema, body)
+
+
+def test_a_freshness_check_is_one_pipelined_transaction(
+    postgres_url: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A check's statements go out in pipeline mode (issue 31.6b): BEGIN with fresh_lock,
+    fresh_store with COMMIT, so a check is 2 round trips (3 when it enqueues), not 4-5; its
+    transaction stays atomic (the conformance suite's storms check that)."""
+    from duly._freshness_state import FreshnessRequest
+
+    def check(scope: str, job_id: str) -> FreshnessRequest:
+        job = new_job(id=job_id, key=f"freshness:envs:{scope}")
+        return FreshnessRequest(
+            "envs", scope, "check", False, 600.0, 3600.0, 300.0, 0.0, 0.5, job, b"{}"
+        )
+
+    async def body(backend: PostgresBackend) -> None:
+        modes: list[str] = []
+        execute = psycopg.AsyncConnection.execute
+
+        async def recording(
+            self: psycopg.AsyncConnection[Any], query: Any, *args: Any, **kw: Any
+        ) -> Any:
+            if query != "":  # the pool's liveness probe of every checkout, before the work
+                modes.append(self.info.pipeline_status.name)
+            return await execute(self, query, *args, **kw)
+
+        monkeypatch.setattr(psycopg.AsyncConnection, "execute", recording)
+        first = new_id()
+        [state] = await backend.freshness.sync([check("s", first)], T0)
+        assert state.enqueued and state.job_id == first
+        [again] = await backend.freshness.sync([check("s", new_id())], T0 + 1)
+        assert not again.enqueued and again.job_id == first
+        monkeypatch.undo()
+        assert modes and set(modes) == {"ON"}, modes
+        assert (await backend.get_job(first)) is not None
+
+    with_backend(postgres_url, schema, body)

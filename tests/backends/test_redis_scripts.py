@@ -37,6 +37,7 @@ def test_the_includes_are_the_capability_files() -> None:
         "_concurrency",
         "_dependencies",
         "_events",
+        "_expiry",
         "_freshness",
         "_groups",
         "_handoff",

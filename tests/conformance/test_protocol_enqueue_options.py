@@ -6,13 +6,18 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from contract import (
+    DEFAULT_QUEUE,
+    LEASE,
     T0,
     W1,
     BackendFactory,
+    approx,
     claim_ids,
+    errors_of,
     in_own_thread,
     job,
     new_job,
@@ -20,7 +25,7 @@ from contract import (
     status,
 )
 
-from duly._records import JobFilter, Outcome
+from duly._records import JobFilter, JobRecord, NewJob, Outcome
 from duly.backends.base import Backend
 
 pytestmark = pytest.mark.timeout(60)
@@ -78,3 +83,110 @@ async def test_an_own_id_is_free_again_once_its_job_is_purged(backend: Backend) 
     assert await backend.purge(T0 + 20, 100) == 1
     [fresh] = await backend.enqueue([replace(new_job(at=T0 + 21), id=own.id)])
     assert not fresh.deduplicated and await status(backend, own.id) == "queued"
+
+
+# -- expiry before start -----------------------------------------------------------------------
+
+
+def expiring(expires_at: float, **kw: Any) -> NewJob:
+    return replace(new_job(**kw), expires_at=expires_at)
+
+
+async def claim(backend: Backend, now: float, limit: int = 10, worker: str = W1) -> list[Any]:
+    return await backend.claim(worker, [DEFAULT_QUEUE], limit, now, now + LEASE)
+
+
+def assert_expired(record: JobRecord, now: float, *, ran_before: bool = False) -> None:
+    assert record.status == "cancelled"
+    assert record.finished_at == approx(now)
+    assert (record.started_at is not None) is ran_before
+    assert record.expire_at is not None and record.expire_at > now
+    last = errors_of(record)[-1]
+    assert last["type"] == "JobExpired" and "expir" in last["message"]
+
+
+async def test_a_job_still_waiting_at_its_expiry_is_ended_by_the_claim(backend: Backend) -> None:
+    stale = expiring(T0 + 5)
+    fresh = expiring(T0 + 500, at=T0 + 1)
+    plain = new_job(at=T0 + 2)
+    await backend.enqueue([stale, fresh, plain])
+    records = await claim(backend, T0 + 10)
+    assert [(r.id, r.status) for r in records] == [
+        (fresh.id, "running"),
+        (plain.id, "running"),
+        (stale.id, "cancelled"),  # the expired come last, ended
+    ]
+    assert_expired(records[-1], T0 + 10)
+    assert_expired(await job(backend, stale.id), T0 + 10)
+    assert await claim(backend, T0 + 11) == []
+    assert [r.id for r in await backend.list_jobs(JobFilter(status="cancelled"), 10)] == [stale.id]
+
+
+async def test_a_job_claimed_before_its_expiry_runs(backend: Backend) -> None:
+    soon = expiring(T0 + 5)
+    await backend.enqueue([soon])
+    [record] = await claim(backend, T0 + 4.9)
+    assert (record.id, record.status) == (soon.id, "running")
+    applied = await backend.finish(W1, [Outcome(soon.id, "succeeded", expire_at=T0 + 99)], T0 + 9)
+    assert applied == [True] and await status(backend, soon.id) == "succeeded"
+
+
+async def test_a_scheduled_or_retrying_job_past_its_expiry_never_starts(backend: Backend) -> None:
+    later = expiring(T0 + 20, delay=30)  # due after its expiry
+    flaky = expiring(T0 + 20)
+    await backend.enqueue([later, flaky])
+    [first] = await claim(backend, T0 + 1)
+    assert first.id == flaky.id
+    retry = Outcome(flaky.id, "retry", errors=b'[{"type":"ValueError"}]', run_at=T0 + 25)
+    assert await backend.finish(W1, [retry], T0 + 2) == [True]
+    assert (await backend.promote_due(T0 + 40, 100))[0] == 2
+    records = await claim(backend, T0 + 40)
+    assert sorted(r.id for r in records) == sorted([later.id, flaky.id])
+    for record in records:
+        assert_expired(record, T0 + 40, ran_before=record.id == flaky.id)
+    again = await job(backend, flaky.id)
+    assert again.attempts == 1 and [e["type"] for e in errors_of(again)] == [
+        "ValueError",
+        "JobExpired",
+    ]
+
+
+async def test_an_expired_gated_job_passes_its_turn_on(backend: Backend) -> None:
+    holder = replace(new_job(), gate="g", gate_limit=1)
+    stale = replace(expiring(T0 + 5, at=T0 + 1), gate="g", gate_limit=1)
+    behind = replace(new_job(at=T0 + 2), gate="g", gate_limit=1)
+    await backend.enqueue([holder, stale, behind])
+    assert [r.id for r in await claim(backend, T0 + 3)] == [holder.id]  # the others park
+    done = Outcome(holder.id, "succeeded", expire_at=T0 + 99)
+    assert await backend.finish(W1, [done], T0 + 8) == [True]  # unparks `stale`
+    records = await claim(backend, T0 + 9)
+    taken = [r.id for r in records if r.status == "running"]
+    taken += [r.id for r in await claim(backend, T0 + 9)]
+    assert taken == [behind.id]  # the expired one's turn went to the job behind it
+    assert_expired(await job(backend, stale.id), T0 + 9)
+
+
+async def test_concurrent_claims_never_start_an_expired_job(
+    backend: Backend, make_backend: BackendFactory
+) -> None:
+    stale = [expiring(T0 + 5, at=T0 + i * 0.01) for i in range(40)]
+    live = [new_job(at=T0 + i * 0.01) for i in range(40)]
+    await backend.enqueue([j for pair in zip(stale, live, strict=True) for j in pair])
+    start = threading.Barrier(4)
+
+    async def drain(instance: Backend, worker: str) -> list[tuple[str, str]]:
+        async with opened(instance):
+            await asyncio.to_thread(start.wait, 30)
+            seen = []
+            while records := await claim(instance, T0 + 10, limit=3, worker=worker):
+                seen.extend((r.id, r.status) for r in records)
+            return seen
+
+    results = await asyncio.gather(
+        *(in_own_thread(drain(make_backend(), f"w{n}")) for n in range(4))
+    )
+    seen = [pair for pairs in results for pair in pairs]
+    started = [job_id for job_id, s in seen if s == "running"]
+    ended = [job_id for job_id, s in seen if s == "cancelled"]
+    assert sorted(started) == sorted(j.id for j in live)  # each once
+    assert sorted(ended) == sorted(j.id for j in stale)  # each ended once, none started

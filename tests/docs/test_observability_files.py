@@ -18,7 +18,12 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 import duly
-from duly.observability import FRESHNESS_METRICS, BackendCollector, PrometheusHook
+from duly.observability import (
+    FRESHNESS_METRICS,
+    SCHEDULE_METRICS,
+    BackendCollector,
+    PrometheusHook,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = ROOT / "docs" / "observability"
@@ -39,7 +44,7 @@ def exported_families(tmp_path: Path) -> dict[str, str]:
         families = {family.name: family.type for family in registry.collect()}
     finally:
         app.close()
-    for name in FRESHNESS_METRICS:
+    for name in (*FRESHNESS_METRICS, *SCHEDULE_METRICS):
         families.setdefault(name, "gauge")
     return families
 

@@ -107,6 +107,17 @@ def watch(n, checks, pause):
     return timedelta(seconds=0.1) if runs < checks else None
 
 
+@app.task(name="e2e.isolated_crash", isolated=True, retries=0)
+def isolated_crash():
+    ctypes.string_at(0)
+
+
+@app.task(name="e2e.isolated_mark", isolated=True)
+def isolated_mark(n):
+    _mark("isolated", f"{duly.current_job().id} {os.getpid()}")
+    return n
+
+
 @app.task(name="e2e.limited", rate_limit="10/s")
 async def limited(n):
     _mark("rate", f"{time.time()!r} {n} {os.getpid()}")

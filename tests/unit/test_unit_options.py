@@ -51,6 +51,8 @@ BAD_OPTIONS: dict[str, Callable[[duly.App], Any]] = {
     "options(key='')": lambda app: app.task(f).options(key=""),
     "options(id='a b')": lambda app: app.task(f).options(id="a b"),
     "periodic options(id=)": lambda app: app.periodic(every=60)(f).options(id="x").enqueue(),
+    "task(expires=0)": lambda app: app.task(expires=0)(f),
+    "options(expires=naive)": lambda app: app.task(f).options(expires=datetime(2030, 1, 1)),
     "options(id=42)": lambda app: app.task(f).options(id=42),  # type: ignore[arg-type]
     "task(backoff=lambda: 1)": lambda app: app.task(backoff=lambda: 1)(f),  # type: ignore[arg-type]
     "worker(concurrency=0)": lambda app: app.worker(concurrency=0),

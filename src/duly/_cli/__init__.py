@@ -6,7 +6,7 @@ from duly._cli.bench import bench
 from duly._cli.common import cli
 from duly._cli.dashboard import dashboard
 from duly._cli.demo import demo
-from duly._cli.freshness import freshness, refresh
+from duly._cli.freshness import forget, freshness, refresh
 from duly._cli.groups import groups
 from duly._cli.inspect import (
     cancel,
@@ -20,6 +20,7 @@ from duly._cli.inspect import (
     workers,
 )
 from duly._cli.operate import pause, resume
+from duly._cli.schedules import schedules, unschedule
 from duly._cli.worker import scheduler, worker
 
 __all__ = ["cli", "main"]
@@ -39,7 +40,10 @@ for command in (
     watches,
     freshness,
     refresh,
+    forget,
     groups,
+    schedules,
+    unschedule,
     migrate,
     dashboard,
     demo,

@@ -121,6 +121,8 @@ class Call:
     role: str
     path: dict[str, str]
     query: dict[str, Any]
+    #: The request's JSON body decoded as the endpoint's ``body`` Struct (None without one).
+    body: Any = None
 
 
 RouteFunction = Callable[[Call], Awaitable[Any]]
@@ -130,7 +132,7 @@ RouteFunction = Callable[[Call], Awaitable[Any]]
 class Endpoint:
     """One route of the API, as the router and the OpenAPI schema see it."""
 
-    method: Literal["GET", "POST", "DELETE"]
+    method: Literal["GET", "POST", "PUT", "DELETE"]
     path: str
     function: RouteFunction
     response: Any
@@ -145,6 +147,8 @@ class Endpoint:
     #: Path values that may hold ``/`` (sent as is or as ``%2F``, which the server decodes
     #: before routing): the router matches them with Starlette's ``path`` convertor.
     slashes: Sequence[str] = ()
+    #: The msgspec Struct the JSON request body decodes to (a bad body is a 400), or None.
+    body: Any = None
 
     @property
     def route(self) -> str:
@@ -224,6 +228,21 @@ def _query(endpoint: Endpoint, request: Request) -> dict[str, Any]:
     return values
 
 
+#: The largest request body decoded (a schedule's arguments are capped by the App anyway).
+MAX_BODY_BYTES: Final = 1024 * 1024
+
+
+async def _body(endpoint: Endpoint, request: Request) -> Any:
+    """The request's JSON body as ``endpoint.body``; ``ApiError(400)`` for anything else."""
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise ApiError(400, f"the request body is over {MAX_BODY_BYTES} bytes")
+    try:
+        return msgspec.json.decode(raw, type=endpoint.body)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise ApiError(400, f"invalid request body: {exc}") from None
+
+
 def handler(endpoint: Endpoint, app: App, auth: Auth) -> Callable[[Request], Awaitable[Response]]:
     """The Starlette endpoint of ``endpoint``: auth, parsing, errors as JSON."""
 
@@ -231,6 +250,8 @@ def handler(endpoint: Endpoint, app: App, auth: Auth) -> Callable[[Request], Awa
         try:
             role = auth.check(request, endpoint.access)
             call = Call(app, request, role, _path(request), _query(endpoint, request))
+            if endpoint.body is not None:
+                call.body = await _body(endpoint, request)
             result = await endpoint.function(call)
         except ApiError as exc:
             headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None

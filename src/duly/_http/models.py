@@ -15,6 +15,7 @@ import msgspec
 
 from duly._job import JobInfo
 from duly._progress import Progress
+from duly._schedules import ScheduleInfo
 
 __all__ = [
     "ErrorBody",
@@ -31,6 +32,9 @@ __all__ = [
     "PeriodicOut",
     "QueueList",
     "QueueOut",
+    "ScheduleIn",
+    "ScheduleList",
+    "ScheduleRemoved",
     "ScopeForgotten",
     "ScopeList",
     "ScopeOut",
@@ -39,6 +43,7 @@ __all__ = [
     "StatRowOut",
     "StatTotals",
     "Stats",
+    "WatchCheckOut",
     "WatchList",
     "WatchOut",
     "WorkerList",
@@ -172,6 +177,45 @@ class PeriodicList(msgspec.Struct):
     next: str | None
 
 
+class ScheduleList(msgspec.Struct):
+    """A page of schedules (decorated and stored) by name."""
+
+    schedules: list[ScheduleInfo]
+    next: str | None
+
+
+class ScheduleIn(msgspec.Struct, forbid_unknown_fields=True):
+    """The body of ``PUT /api/v1/schedules/{name}``: the call each tick enqueues (``task``
+    by name, ``args``, ``kwargs``, optional ``queue`` and ``priority``) and when: ``every``
+    seconds or ``cron`` in ``tz`` (exactly one of them)."""
+
+    task: str
+    args: list[Any] = msgspec.field(default_factory=list)
+    kwargs: dict[str, Any] = msgspec.field(default_factory=dict)
+    every: float | None = None
+    cron: str | None = None
+    tz: str = "UTC"
+    catch_up: Literal["skip", "one", "all"] = "one"
+    overlap: Literal["skip", "queue"] = "skip"
+    queue: str | None = None
+    priority: int | None = None
+
+
+class ScheduleRemoved(msgspec.Struct):
+    """The answer of ``DELETE /api/v1/schedules/{name}``."""
+
+    name: str
+    removed: bool
+
+
+class WatchCheckOut(msgspec.Struct):
+    """One check of a watch: its start, how long it ran (seconds), and its outcome."""
+
+    at: datetime
+    seconds: float
+    outcome: Literal["again", "done", "ended", "timeout", "error", "lost"]
+
+
 class WatchOut(msgspec.Struct):
     """One watch (``duly._watch.WatchRecord``): active, or a history row once it ended."""
 
@@ -188,6 +232,8 @@ class WatchOut(msgspec.Struct):
     last_check: datetime | None
     next_check: datetime | None
     ended_at: datetime | None
+    #: The watch's last 100 checks, oldest first.
+    history: list[WatchCheckOut]
 
 
 class WatchList(msgspec.Struct):

@@ -88,6 +88,11 @@ def _operation(endpoint: Endpoint, schemas: dict[Any, Any]) -> dict[str, Any]:
         "parameters": parameters,
         "responses": responses,
     }
+    if endpoint.body is not None:
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": schemas[endpoint.body]}},
+        }
     operation["security"] = [] if endpoint.access == "public" else [{"bearer": []}]
     return operation
 
@@ -95,7 +100,9 @@ def _operation(endpoint: Endpoint, schemas: dict[Any, Any]) -> dict[str, Any]:
 def openapi(endpoints: Sequence[Endpoint], version: str) -> dict[str, Any]:
     """The OpenAPI document of ``endpoints``."""
     types = sorted(
-        {e.response for e in endpoints if e.response is not None} | {ErrorBody},
+        {e.response for e in endpoints if e.response is not None}
+        | {e.body for e in endpoints if e.body is not None}
+        | {ErrorBody},
         key=lambda t: t.__name__,
     )
     refs, components = msgspec.json.schema_components(types, ref_template=_REF)
@@ -110,7 +117,7 @@ def openapi(endpoints: Sequence[Endpoint], version: str) -> dict[str, Any]:
             "title": "duly",
             "version": version,
             "description": "duly's HTTP API: jobs, queues, workers, schedules, freshness, "
-            "events. Read tokens may GET; admin tokens may also POST and DELETE.",
+            "events. Read tokens may GET; admin tokens may also POST, PUT and DELETE.",
         },
         "paths": paths,
         "components": {

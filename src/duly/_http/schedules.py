@@ -22,6 +22,9 @@ from duly._http.models import (
     LastJob,
     PeriodicList,
     PeriodicOut,
+    ScheduleIn,
+    ScheduleList,
+    ScheduleRemoved,
     ScopeForgotten,
     ScopeList,
     ScopeRefreshed,
@@ -31,6 +34,7 @@ from duly._http.models import (
 from duly._http.views import group_out, never_scope, scope_out, utc, watch_out
 from duly._records import JobFilter
 from duly._schedule import Schedule
+from duly._schedules import ScheduleInfo
 from duly._watch import WatchRecord
 from duly.backends.freshness import FRESHNESS
 
@@ -80,6 +84,48 @@ async def periodic(call: Call) -> PeriodicList:
             )
         )
     return PeriodicList(periodic=out, next=next_page)
+
+
+def _schedule_name(info: ScheduleInfo) -> str:
+    return info.name
+
+
+async def schedules_list(call: Call) -> ScheduleList:
+    """Every schedule, decorated (``@app.periodic``) and stored (``app.schedule``), by name:
+    its next and last tick, and the ticks it skipped while its previous job still ran."""
+    found, next_page = page_by_name(await call.app.schedules_async(), _schedule_name, call)
+    return ScheduleList(schedules=found, next=next_page)
+
+
+async def put_schedule(call: Call) -> ScheduleInfo:
+    """Store the schedule ``name`` (replacing the one of that name): it ticks from its next
+    tick on, in every scheduler."""
+    app = call.app
+    body: ScheduleIn = call.body
+    task = app.tasks.get(body.task)
+    if task is None:
+        raise ApiError(400, f"no task named {body.task!r} is registered here")
+    try:
+        bound = task.options(queue=body.queue, priority=body.priority)
+        return await app.schedule_async(
+            call.path["name"],
+            bound.s(*body.args, **body.kwargs),
+            every=body.every,
+            cron=body.cron,
+            tz=body.tz,
+            catch_up=body.catch_up,
+            overlap=body.overlap,
+        )
+    except (ValueError, TypeError) as exc:  # ConfigurationError, arguments that do not bind
+        raise ApiError(400, str(exc)) from None
+
+
+async def delete_schedule(call: Call) -> ScheduleRemoved:
+    """Remove the stored schedule ``name``: it ticks no more."""
+    name = call.path["name"]
+    if not await call.app.unschedule_async(name):
+        raise ApiError(404, f"no stored schedule named {name!r}")
+    return ScheduleRemoved(name=name, removed=True)
 
 
 async def watches(call: Call) -> WatchList:
@@ -238,6 +284,37 @@ ENDPOINTS: Final = (
         "List periodic tasks",
         params=(LIMIT, CURSOR),
         errors=(400,),
+        tags=("periodic",),
+    ),
+    Endpoint(
+        "GET",
+        "/api/v1/schedules",
+        schedules_list,
+        ScheduleList,
+        "List schedules",
+        params=(LIMIT, CURSOR),
+        errors=(400,),
+        tags=("periodic",),
+    ),
+    Endpoint(
+        "PUT",
+        "/api/v1/schedules/{name}",
+        put_schedule,
+        ScheduleInfo,
+        "Store a schedule",
+        access="admin",
+        errors=(400,),
+        tags=("periodic",),
+        body=ScheduleIn,
+    ),
+    Endpoint(
+        "DELETE",
+        "/api/v1/schedules/{name}",
+        delete_schedule,
+        ScheduleRemoved,
+        "Remove a stored schedule",
+        access="admin",
+        errors=(404,),
         tags=("periodic",),
     ),
     Endpoint(

@@ -36,9 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 from duly._errors import BackendUnavailable, ConfigurationError
 from duly._ids import ulid_time
+from duly._payload import decode_payload
 from duly._records import JobFilter, NewJob
 from duly._schedule import MAX_CATCH_UP, CatchUp, Schedule, tick_job_id
-from duly._serialization import decode_payload, encode
+from duly._serialization import encode
 from duly.backends.schedules import SCHEDULES, ScheduleRecord, ScheduleStore
 
 if TYPE_CHECKING:

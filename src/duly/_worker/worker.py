@@ -46,6 +46,7 @@ from duly._scheduler import Scheduler
 from duly._task import check_queue
 from duly._worker.admission import Admission
 from duly._worker.execute import Execution, failure_outcome
+from duly._worker.expiry import runnable
 from duly._worker.isolation import IsolatedPool
 from duly._worker.leases import LeaseShare
 from duly._worker.maintenance import PROMOTE_INTERVAL, Maintenance, Retention, logged
@@ -419,12 +420,16 @@ class Worker:
         now = self.app.clock.now()
         order, lease_until = self._claim_order(), now + self.lease
         if self._handoff is None:
-            return await self._backend.claim(self.id, order, limit, now, lease_until)
+            records = await self._backend.claim(self.id, order, limit, now, lease_until)
+            return await runnable(self.app, records)
         idle_for = self._poll_timeout() + IDLE_SLACK
         withdraw = self._registered
         self._registered = True  # until the reply says otherwise: a lost one may have registered
-        records = await self._handoff.claim_idle(
-            self.id, order, limit, now, lease_until, idle_for, withdraw
+        records = await runnable(
+            self.app,
+            await self._handoff.claim_idle(
+                self.id, order, limit, now, lease_until, idle_for, withdraw
+            ),
         )
         self._registered = not records
         return records

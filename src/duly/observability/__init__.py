@@ -4,8 +4,8 @@
   (``pip install 'duly[metrics]'``); ``duly worker --metrics-port N`` serves it.
 - ``BackendCollector``: backend-wide gauges (queue depth, oldest wait, parked, scheduled,
   running, workers alive; per ``app.freshness``: SLA breaches, the stalest scope's staleness
-  and score) for any prometheus_client registry; ``metrics_text(app)`` /
-  ``await metrics_text_async(app)`` render them as a ``/metrics`` body.
+  and score; per schedule: its skipped ticks) for any prometheus_client registry;
+  ``metrics_text(app)`` / ``await metrics_text_async(app)`` render them as a ``/metrics`` body.
 - ``JsonFormatter``: ``duly worker --log-format json``, one JSON object per line.
 - ``OtelHook``: OpenTelemetry spans, a consumer span per run linked to its enqueue's producer
   span (``pip install 'duly[otel]'``).
@@ -18,6 +18,7 @@ docs/observability.md has every metric, the Grafana dashboard and the alert rule
 from duly.observability._collector import (
     BACKEND_METRICS,
     FRESHNESS_METRICS,
+    SCHEDULE_METRICS,
     BackendCollector,
     BackendSnapshot,
     metrics_text,
@@ -31,6 +32,7 @@ from duly.observability._sentry import SentryHook
 __all__ = [
     "BACKEND_METRICS",
     "FRESHNESS_METRICS",
+    "SCHEDULE_METRICS",
     "BackendCollector",
     "BackendSnapshot",
     "JsonFormatter",

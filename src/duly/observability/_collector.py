@@ -37,6 +37,7 @@ __all__ = [
     "BACKEND_METRICS",
     "DEFAULT_LEASE",
     "FRESHNESS_METRICS",
+    "SCHEDULE_METRICS",
     "BackendCollector",
     "BackendSnapshot",
     "families",
@@ -83,6 +84,16 @@ FRESHNESS_METRICS: dict[str, str] = {
 }
 
 
+#: The family of an App's periodic schedules (labelled ``schedule``), exported when it has
+#: one: name -> help.
+SCHEDULE_METRICS: dict[str, str] = {
+    "duly_schedule_skipped_ticks": (
+        "Ticks of a periodic schedule skipped because its previous job still waited or ran "
+        "(overlap='skip'), as stored: counted once however many schedulers saw them."
+    ),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class BackendSnapshot:
     """What one scrape read: the queues and workers at ``at`` (the App's clock), or nothing
@@ -94,6 +105,8 @@ class BackendSnapshot:
     workers: Sequence[WorkerRecord] = field(default_factory=tuple)
     #: One per ``app.freshness(...)`` of the App (duly.freshness).
     freshness: Sequence[FreshnessGauges] = field(default_factory=tuple)
+    #: ``(schedule name, skipped ticks)`` per schedule of the App (``app.schedules()``).
+    skipped_ticks: Sequence[tuple[str, int]] = field(default_factory=tuple)
 
     def alive_workers(self) -> int:
         """Workers whose last heartbeat is within their lease (a dead one has missed three)."""
@@ -111,9 +124,12 @@ async def read_snapshot(app: App) -> BackendSnapshot:
     try:
         queues, workers = await asyncio.gather(app.queues_async(), app.workers_async())
         fresh = [await mirror.gauges_async() for mirror in app.mirrors.values()]
+        skipped = [(s.name, s.skipped) for s in await app.schedules_async()]
     except BackendUnavailable as exc:
         return _down(at, exc)
-    return BackendSnapshot(at, queues=queues, workers=workers, freshness=fresh)
+    return BackendSnapshot(
+        at, queues=queues, workers=workers, freshness=fresh, skipped_ticks=skipped
+    )
 
 
 def read_snapshot_blocking(app: App) -> BackendSnapshot:
@@ -121,7 +137,10 @@ def read_snapshot_blocking(app: App) -> BackendSnapshot:
     at = app.clock.now()
     try:
         fresh = [mirror.gauges() for mirror in app.mirrors.values()]
-        return BackendSnapshot(at, queues=app.queues(), workers=app.workers(), freshness=fresh)
+        skipped = [(s.name, s.skipped) for s in app.schedules()]
+        return BackendSnapshot(
+            at, queues=app.queues(), workers=app.workers(), freshness=fresh, skipped_ticks=skipped
+        )
     except BackendUnavailable as exc:
         return _down(at, exc)
 
@@ -133,7 +152,8 @@ def _down(at: float, exc: BackendUnavailable) -> BackendSnapshot:
 
 def families(snapshot: BackendSnapshot) -> list[Any]:
     """The Prometheus metric families of ``snapshot`` (``BACKEND_METRICS``, in that order,
-    then ``FRESHNESS_METRICS`` if the App has a freshness)."""
+    then ``FRESHNESS_METRICS`` if the App has a freshness, ``SCHEDULE_METRICS`` if it has a
+    schedule)."""
     made = {name: _empty(name, text) for name, text in BACKEND_METRICS.items()}
     made["duly_backend_up"].add_metric([], 1.0 if snapshot.up else 0.0)
     if not snapshot.up:
@@ -156,6 +176,10 @@ def families(snapshot: BackendSnapshot) -> list[Any]:
         made["duly_freshness_sla_breaches"].add_metric(label, gauges.breaches)
         made["duly_freshness_staleness_seconds"].add_metric(label, gauges.staleness)
         made["duly_freshness_score"].add_metric(label, gauges.score)
+    if snapshot.skipped_ticks:
+        made.update((name, _empty(name, text)) for name, text in SCHEDULE_METRICS.items())
+    for name, count in snapshot.skipped_ticks:
+        made["duly_schedule_skipped_ticks"].add_metric([name], count)
     return list(made.values())
 
 
@@ -196,6 +220,8 @@ def _empty(name: str, text: str) -> Any:
 
     if name.startswith("duly_freshness_"):
         return GaugeMetricFamily(name, text, labels=["freshness"])
+    if name.startswith("duly_schedule_"):
+        return GaugeMetricFamily(name, text, labels=["schedule"])
     return GaugeMetricFamily(name, text, labels=["queue"] if "_queue_" in name else None)
 
 

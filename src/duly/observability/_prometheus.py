@@ -78,6 +78,8 @@ class PrometheusHook(Hook):
     - ``duly_jobs_in_flight{task,queue}``: gauge, runs started and not yet ended
     - ``duly_jobs_recovered_total``: jobs taken back from dead workers
     - ``duly_jobs_quarantined_total{task,queue}``: jobs that lost their worker too often
+    - ``duly_jobs_expired_total{task,queue}``: jobs that expired (``expires=``) before they
+      started, ended cancelled by a claim
     """
 
     def __init__(self, registry: Any = None, *, clock: Clock | None = None) -> None:
@@ -102,6 +104,12 @@ class PrometheusHook(Hook):
         )
         self.quarantined_total = prometheus.Counter(
             "duly_jobs_quarantined", "Jobs failed for losing their worker too often.", labels, **kw
+        )
+        self.expired_total = prometheus.Counter(
+            "duly_jobs_expired",
+            "Jobs that expired before they started (cancelled, never run).",
+            labels,
+            **kw,
         )
         # The per-run metrics (two per job on a worker's hot path). Under multiprocess mode
         # they are prometheus_client's own Counter / Histogram / Gauge, which write the files
@@ -148,6 +156,10 @@ class PrometheusHook(Hook):
     def quarantined(self, job: JobInfo, error: BaseException) -> None:
         """Count a quarantined job."""
         self.quarantined_total.labels(job.task, job.queue).inc()
+
+    def expired(self, record: JobRecord) -> None:
+        """Count a job that expired before it started."""
+        self.expired_total.labels(record.task, record.queue).inc()
 
 
 def _wait(record: JobRecord, clock: Clock) -> float:

@@ -5,10 +5,14 @@ retrying jobs that came due become claimable)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+import psycopg
 
 from duly._errors import BackendUnavailable
-from duly._records import JobRecord
+from duly._records import EXPIRED_KEEP, EXPIRED_MESSAGE, JobRecord
 from duly.backends.postgres import _rows
+from duly.backends.postgres._concurrency import free_gates
 from duly.backends.postgres._connection import Connection
 
 __all__ = ["claim", "promote_due"]
@@ -26,6 +30,7 @@ async def claim(
     if limit <= 0 or not queues:
         return []
     taken: list[JobRecord] = []
+    expired: dict[str, None] = {}  # ids, in the order met
     try:
         async with db.conn() as conn:
             # Each statement is a claim of its own (autocommit). Another one follows only
@@ -42,7 +47,9 @@ async def claim(
                 }
                 cur = await conn.execute(db.q["claim"], params)
                 rows = await cur.fetchall()
-                claimed, full, gated = _rows.CLAIM(cur).read(rows)
+                columns = _rows.CLAIM(cur)
+                claimed, full, gated = columns.read(rows)
+                expired.update(dict.fromkeys(columns.expired(rows)))
                 taken.extend(claimed)
                 if full:
                     await conn.execute(
@@ -58,7 +65,40 @@ async def claim(
             raise
         # The jobs of the first rounds are committed as running under this worker: hand
         # them out (the next call meets the outage) rather than let their leases lapse.
+        return taken
+    if expired:
+        taken.extend(await _end_expired(db, list(expired), float(now)))
     return taken
+
+
+async def _end_expired(db: Connection, ids: list[str], now: float) -> list[JobRecord]:
+    """End the jobs a claim found expired (it started none of them), as ``cancel`` does,
+    with a ``JobExpired`` error: one transaction; their records, ``cancelled``. One another
+    claimer ended first is left alone; should this one die first, the next claim finds them."""
+    params: dict[str, object] = {
+        "now": now,
+        "expire_at": now + EXPIRED_KEEP,
+        "message": EXPIRED_MESSAGE,
+    }
+
+    async def run(conn: psycopg.AsyncConnection[Any]) -> list[JobRecord]:
+        ended = []
+        for job_id in ids:
+            cur = await conn.execute(db.q["expire_job"], {**params, "id": job_id})
+            row = await cur.fetchone()
+            if row is None:
+                continue
+            gate, was_waiting, *columns = row
+            if gate is not None and was_waiting:
+                await free_gates(db, conn, [], [gate])
+            await conn.execute(db.q["fresh_cancelled"], {**params, "id": job_id})
+            ended.append(JobRecord(*columns))
+        return ended
+
+    try:
+        return await db.transaction(run)
+    except BackendUnavailable:
+        return []  # still queued and expired: the next claim ends them
 
 
 async def promote_due(db: Connection, now: float, limit: int) -> tuple[int, float | None]:

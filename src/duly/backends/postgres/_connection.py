@@ -283,9 +283,13 @@ class Connection:
         *,
         retry: bool = False,
         atomic: bool = True,
+        pipeline: bool = False,
     ) -> T:
         """Run ``work`` (several statements) in one transaction on a pooled connection, or in
         autocommit when it is one statement (``atomic=False``: no BEGIN/COMMIT round trips).
+        With ``pipeline``, in pipeline mode: BEGIN goes out with the first statement and
+        COMMIT with the last, and statements whose results ``work`` does not read before the
+        next one share a round trip (the transaction is as atomic as without).
 
         After a deadlock the whole transaction runs again (a safety net: see
         ``_DEADLOCK_RETRIES``). With ``retry``, as in ``one``, once more on a fresh connection
@@ -298,6 +302,9 @@ class Connection:
                 async with self.conn() as conn:
                     if not atomic:
                         return await work(conn)
+                    if pipeline:
+                        async with conn.pipeline(), conn.transaction():
+                            return await work(conn)
                     async with conn.transaction():
                         return await work(conn)
             except psycopg.errors.DeadlockDetected:

@@ -103,6 +103,7 @@ def _enqueue_params(jobs: Sequence[NewJob], channel: str) -> dict[str, Any]:
         params["wake"] = sorted(
             {q for q, status in zip(queues, every("status"), strict=True) if status == "queued"}
         )
+    put("expires_at", [j.expires_at for j in jobs], float)
     if put("gate", [j.gate for j in jobs]) and params["v_gate"] is None:
         put("gate_limit", [None])
     else:

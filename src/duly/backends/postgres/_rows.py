@@ -119,9 +119,14 @@ class ClaimColumns:
             (row for row in rows if row[run]),
             key=lambda row: (row[pos], -row[priority], row[position], row[id_]),
         )
-        full = {row[gate]: row[gate_limit] for row in rows if not row[run]}
-        gated = any(row[gate] is not None for row in rows)
+        full = {row[gate]: row[gate_limit] for row in rows if row[run] is False}
+        gated = any(row[gate] is not None for row in rows if row[run] is not None)
         return [JobRecord(*job(row)) for row in taken], full, gated
+
+    def expired(self, rows: list[tuple[Any, ...]]) -> list[str]:
+        """The ids of the expired jobs the claim reported (``run`` NULL: not taken)."""
+        run, id_ = self._at["run"], self._at["id"]
+        return [row[id_] for row in rows if row[run] is None]
 
 
 class Columns:

@@ -65,7 +65,7 @@ SELECT 1;
 WITH new AS (
     INSERT INTO {schema}.jobs (
         id, task, queue, payload, status, max_attempts, key, priority,
-        enqueued_at, scheduled_for, position, gate, gate_limit)
+        enqueued_at, scheduled_for, position, gate, gate_limit, expires_at)
     SELECT n.id,
            coalesce(n.task, %(v_task)b::text),
            coalesce(n.queue, %(v_queue)b::text),
@@ -78,14 +78,16 @@ WITH new AS (
            coalesce(n.scheduled_for, %(v_scheduled_for)b::double precision),
            coalesce(n.enqueued_at, %(v_enqueued_at)b::double precision),
            coalesce(n.gate, %(v_gate)b::text),
-           coalesce(n.gate_limit, %(v_gate_limit)b::integer)
+           coalesce(n.gate_limit, %(v_gate_limit)b::integer),
+           coalesce(n.expires_at, %(v_expires_at)b::double precision)
     FROM unnest(%(a_id)b::text[], %(a_task)b::text[], %(a_queue)b::text[],
                 %(a_payload)b::bytea[], %(a_status)b::text[], %(a_max_attempts)b::integer[],
                 %(a_key)b::text[], %(a_priority)b::integer[],
                 %(a_enqueued_at)b::double precision[], %(a_scheduled_for)b::double precision[],
-                %(a_gate)b::text[], %(a_gate_limit)b::integer[])
+                %(a_gate)b::text[], %(a_gate_limit)b::integer[],
+                %(a_expires_at)b::double precision[])
          AS n(id, task, queue, payload, status, max_attempts, key, priority, enqueued_at,
-              scheduled_for, gate, gate_limit)
+              scheduled_for, gate, gate_limit, expires_at)
 ),
 known AS (
     INSERT INTO {schema}.queues (name)
@@ -107,10 +109,10 @@ WITH new AS (
     INSERT INTO {schema}.jobs AS j (
         id, task, queue, payload, status, max_attempts, key, priority,
         enqueued_at, scheduled_for, position,
-        unique_key, unique_until, unique_expires_at, gate, gate_limit)
+        unique_key, unique_until, unique_expires_at, gate, gate_limit, expires_at)
     SELECT n.id, n.task, n.queue, n.payload, n.status, n.max_attempts, n.key, n.priority,
            n.enqueued_at, n.scheduled_for, n.enqueued_at,
-           n.unique_key, n.unique_until, n.unique_expires_at, n.gate, n.gate_limit
+           n.unique_key, n.unique_until, n.unique_expires_at, n.gate, n.gate_limit, n.expires_at
     FROM (
         SELECT u.id,
                coalesce(u.task, %(v_task)b::text) AS task,
@@ -129,6 +131,7 @@ WITH new AS (
                    AS unique_expires_at,
                coalesce(u.gate, %(v_gate)b::text) AS gate,
                coalesce(u.gate_limit, %(v_gate_limit)b::integer) AS gate_limit,
+               coalesce(u.expires_at, %(v_expires_at)b::double precision) AS expires_at,
                u.ord
         FROM unnest(%(a_id)b::text[], %(a_task)b::text[], %(a_queue)b::text[],
                     %(a_payload)b::bytea[], %(a_status)b::text[], %(a_max_attempts)b::integer[],
@@ -137,11 +140,12 @@ WITH new AS (
                     %(a_scheduled_for)b::double precision[],
                     %(a_unique_key)b::text[], %(a_unique_until)b::text[],
                     %(a_unique_expires_at)b::double precision[],
-                    %(a_gate)b::text[], %(a_gate_limit)b::integer[])
+                    %(a_gate)b::text[], %(a_gate_limit)b::integer[],
+                    %(a_expires_at)b::double precision[])
              WITH ORDINALITY
              AS u(id, task, queue, payload, status, max_attempts, key, priority, enqueued_at,
                   scheduled_for, unique_key, unique_until, unique_expires_at, gate, gate_limit,
-                  ord)
+                  expires_at, ord)
     ) AS n
     ORDER BY n.unique_key, n.ord
     ON CONFLICT DO NOTHING
@@ -223,6 +227,7 @@ WITH candidates AS (
         SELECT j.id, j.lost, j.priority, j.position, j.gate, j.gate_limit
         FROM {schema}.jobs j
         WHERE j.status = 'queued' AND j.queue = q.name AND NOT j.parked
+          AND (j.expires_at IS NULL OR j.expires_at > %(now)s)
         ORDER BY j.priority DESC, j.position, j.id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
@@ -267,6 +272,23 @@ touched AS (
     FROM wanted w
     WHERE w.gate IS NOT NULL AND w.gate NOT IN (SELECT key FROM acquired)
 )
+,
+-- Expired jobs (0013): left out of the candidates above, so none starts; reported (run NULL)
+-- for the claimer to end (expire_job).
+expired AS (
+    SELECT j.id
+    FROM unnest(%(queues)b::text[]) AS q(name)
+    CROSS JOIN LATERAL (
+        SELECT j.id FROM {schema}.jobs j
+        WHERE j.queue = q.name AND j.expires_at IS NOT NULL AND j.status = 'queued'
+          AND j.expires_at <= %(now)s
+        ORDER BY j.expires_at
+        LIMIT 100
+    ) AS j
+    WHERE NOT EXISTS (  -- a paused queue is left alone, its expired jobs included
+        SELECT 1 FROM {schema}.queues k WHERE k.name = q.name AND k.paused_at IS NOT NULL)
+),
+started AS (
 UPDATE {schema}.jobs j
 SET status = CASE WHEN t.run THEN 'running' ELSE j.status END,
     attempts = CASE WHEN t.run THEN j.attempts + 1 ELSE j.attempts END,
@@ -279,7 +301,36 @@ SET status = CASE WHEN t.run THEN 'running' ELSE j.status END,
     parked = NOT t.run
 FROM touched t
 WHERE j.id = t.id
-RETURNING t.run, t.pos, j.position, j.gate, j.gate_limit, {columns};
+RETURNING t.run, t.pos, j.position, j.gate, j.gate_limit, {columns}
+)
+SELECT * FROM started
+UNION ALL
+SELECT NULL::boolean, NULL::bigint, j.position, j.gate, j.gate_limit, {columns}
+FROM {schema}.jobs j JOIN expired e ON e.id = j.id;
+
+-- name: expire_job
+-- The end of a job claim found expired (its row locked first; still queued, else left alone):
+-- cancelled as cancel does a waiting job, with a JobExpired error appended to its errors (JSON
+-- list). Returns: gate, was_waiting (queued and not parked: its turn passes on) and the record.
+WITH cur AS (
+    SELECT j.id, j.parked
+    FROM {schema}.jobs j
+    WHERE j.id = %(id)s AND j.status = 'queued' AND j.expires_at <= %(now)s
+    FOR UPDATE
+)
+UPDATE {schema}.jobs j
+SET status = 'cancelled', finished_at = %(now)s, lease_until = NULL,
+    expire_at = %(expire_at)s, parked = false,
+    errors = convert_to((
+        CASE WHEN j.errors IS NOT NULL AND jsonb_typeof(convert_from(j.errors, 'UTF8')::jsonb)
+                                            = 'array'
+             THEN convert_from(j.errors, 'UTF8')::jsonb ELSE '[]'::jsonb END
+        || jsonb_build_array(jsonb_build_object(
+               'type', 'JobExpired', 'message', %(message)s::text, 'traceback', '',
+               'at', %(now)s::double precision, 'attempt', j.attempts)))::text, 'UTF8')
+FROM cur
+WHERE j.id = cur.id
+RETURNING j.gate, NOT cur.parked, {columns};
 
 -- name: gate_park
 -- After a claim parked jobs of full gates (%(gates)s, each once, with the limit its leader
@@ -678,6 +729,9 @@ WITH again AS (
           WHERE h.unique_key = j.unique_key AND h.id <> j.id
             AND (j.unique_expires_at IS NULL OR j.unique_expires_at > j.finished_at)
             AND h.status IN ('scheduled', 'queued', 'running', 'retrying'))
+      -- A dependent cancelled by a dependency runs when that one succeeds, not on its own.
+      AND NOT EXISTS (
+          SELECT 1 FROM {schema}.job_waits w WHERE w.job_id = j.id AND w.waiting > 0)
     RETURNING j.queue
 )
 SELECT (SELECT count(*) FROM again) AS retried,
@@ -1205,6 +1259,9 @@ WITH again AS (
           WHERE h.unique_key = j.unique_key AND h.id <> j.id
             AND (j.unique_expires_at IS NULL OR j.unique_expires_at > j.finished_at)
             AND h.status IN ('scheduled', 'queued', 'running', 'retrying'))
+      -- A dependent cancelled by a dependency runs when that one succeeds, not on its own.
+      AND NOT EXISTS (
+          SELECT 1 FROM {schema}.job_waits w WHERE w.job_id = j.id AND w.waiting > 0)
     RETURNING j.queue
 )
 SELECT (SELECT count(*) FROM again) AS retried,

@@ -53,6 +53,7 @@ CREATE TABLE {schema}.jobs (
     parked            boolean          NOT NULL DEFAULT false,
     rate_slot         double precision,
     group_id          text COLLATE "C",
+    expires_at        double precision,
     progress          bytea,
     cursor            bytea
 );
@@ -72,6 +73,8 @@ CREATE UNIQUE INDEX jobs_unique ON {schema}.jobs (unique_key)
     WHERE unique_key IS NOT NULL AND status IN ('scheduled', 'queued', 'running', 'retrying');
 CREATE INDEX jobs_gated ON {schema}.jobs (gate, parked, priority DESC, position, id)
     WHERE status = 'queued' AND gate IS NOT NULL;
+CREATE INDEX jobs_expiring ON {schema}.jobs (queue, expires_at)
+    WHERE expires_at IS NOT NULL AND status = 'queued';
 
 -- Per-minute outcome counters, upserted by the statement that applied the outcomes.
 CREATE TABLE {schema}.stats (

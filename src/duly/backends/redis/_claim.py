@@ -11,9 +11,10 @@ from typing import Any
 from duly._records import JobRecord
 from duly.backends.redis import _codec
 from duly.backends.redis._connection import RedisConnection
+from duly.backends.redis._lookups import get_job
 from duly.backends.redis._scripts import Value
 
-__all__ = ["claim", "claim_rows", "promote_due"]
+__all__ = ["claim", "claim_rows", "claimed_records", "promote_due"]
 
 
 async def claim_rows(
@@ -61,8 +62,31 @@ async def claim(
         return []
     with conn.guard("claim"):
         _, rows = await claim_rows(conn, worker, queues, limit, now, lease_until)
+        return await claimed_records(conn, rows, worker, now, lease_until)
+
+
+async def claimed_records(
+    conn: RedisConnection,
+    rows: list[tuple[bytes, Any]],
+    worker: str,
+    now: float,
+    lease_until: float,
+) -> list[JobRecord]:
+    """The records of claim.lua's rows: the jobs taken, then those it found expired and
+    ended (their rows are ``b"expired"``: read back, ``cancelled``)."""
     now, lease_until = float(now), float(lease_until)
-    return [_codec.claimed(job_id, row, worker, now, lease_until) for job_id, row in rows]
+    records = [
+        _codec.claimed(job_id, row, worker, now, lease_until)
+        for job_id, row in rows
+        if row != b"expired"
+    ]
+    if len(records) < len(rows):
+        for job_id, row in rows:
+            if row == b"expired":
+                record = await get_job(conn, job_id.decode())
+                if record is not None:
+                    records.append(record)
+    return records
 
 
 async def promote_due(conn: RedisConnection, now: float, limit: int) -> tuple[int, float | None]:

@@ -74,6 +74,7 @@ def record(job_id: str, flat: RawHash | dict[bytes, bytes]) -> JobRecord:
         rate_slot=float_or_none(h.get(b"y")),
         progress=h.get(b"pr"),
         cursor=h.get(b"cu"),
+        expires_at=float_or_none(h.get(b"X")),
     )
 
 

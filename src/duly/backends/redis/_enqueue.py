@@ -64,8 +64,8 @@ def _chunks(
                 float(job.enqueued_at),
                 float(job.scheduled_for),
             )
-            if job.unique_key is None and job.gate is None:
-                header += ("",)  # plain jobs: no concurrency fields
+            if job.unique_key is None and job.gate is None and job.expires_at is None:
+                header += ("",)  # plain jobs: no concurrency fields, no expiry
             else:
                 header += (
                     "c",
@@ -74,6 +74,7 @@ def _chunks(
                     opt(job.unique_expires_at),
                     job.gate or "",
                     job.gate_limit,
+                    opt(job.expires_at),
                 )
             if header != shared:
                 shared = header

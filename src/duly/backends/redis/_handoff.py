@@ -20,7 +20,7 @@ from redis.asyncio.connection import AbstractConnection
 
 from duly._records import JobRecord
 from duly.backends.redis import _codec
-from duly.backends.redis._claim import claim_rows
+from duly.backends.redis._claim import claim_rows, claimed_records
 
 if TYPE_CHECKING:
     from duly.backends.redis._connection import RedisConnection
@@ -133,10 +133,8 @@ class RedisHandoff:
             handed, rows = await claim_rows(
                 c, worker, queues, max(limit, 0), now, lease_until, idle
             )
-        now, lease_until = float(now), float(lease_until)
-        return [_codec.handed(row, worker) for row in handed] + [
-            _codec.claimed(job_id, row, worker, now, lease_until) for job_id, row in rows
-        ]
+            claimed = await claimed_records(c, rows, worker, now, lease_until)
+        return [_codec.handed(row, worker) for row in handed] + claimed
 
     async def wait(
         self, worker: str, queues: Sequence[str], timeout: float, stop: asyncio.Event

@@ -80,7 +80,8 @@ scheduled or ran ``again``), ``b`` started at, ``f`` finished_at, ``o`` result (
 ``c`` (only on a ``running`` job whose cancel was requested) the expire_at it gets when it
 ends ``cancelled`` ('' = none);
 concurrency control (absent for a plain job): ``u`` unique key (see below), ``U`` = ``1`` if the
-hold ends at start, ``ux`` hold expiry, ``g`` gate, ``G`` gate limit; ``gp`` the group of a
+hold ends at start, ``ux`` hold expiry, ``g`` gate, ``G`` gate limit; ``X`` the job's expiry
+before start (``expires=``: claim.lua ends it instead of starting it); ``gp`` the group of a
 group member; dependencies (lua/_dependencies.lua): ``dh`` = ``1`` on a job others wait for,
 and on a dependent ``aw`` its dependencies not succeeded yet, ``ap`` the one whose result is
 its chain input, ``ai`` that input, ``ab`` the dependency that cancelled it, ``ar`` seconds it

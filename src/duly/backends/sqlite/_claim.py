@@ -12,9 +12,10 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from duly._records import JobRecord
+from duly._records import EXPIRED_KEEP, EXPIRED_MESSAGE, JobRecord
 from duly.backends.sqlite import _rows
 from duly.backends.sqlite._connection import QUERIES, SqliteConnection
+from duly.backends.sqlite._operator import cancel_tx
 from duly.backends.sqlite._pausing import paused_queues
 from duly.backends.sqlite._wake import WorkSignal, data_version
 
@@ -61,7 +62,8 @@ def claim_tx(
     now: float,
     lease_until: float,
 ) -> tuple[int, list[JobRecord]]:
-    """The claim transaction's body: (data_version, claimed jobs in claim order).
+    """The claim transaction's body: (data_version, claimed jobs in claim order, then the
+    jobs found expired, ended ``cancelled``).
 
     Plain jobs (no gate) take the fast path: read the candidates (claim_candidates), start
     them (claim_start) and build their records here. A queue whose candidates include a
@@ -71,10 +73,12 @@ def claim_tx(
     """
     claimed: list[JobRecord] = []
     version: int | None = None
+    expired: list[JobRecord] = []
     paused = paused_queues(conn)  # under the write lock: a pause is before or after us
     for queue in dict.fromkeys(queues):
         if queue in paused:
             continue
+        expired.extend(_end_expired(conn, queue, now))
         while len(claimed) < limit:
             if queue not in gated_queues:
                 cursor = conn.execute(
@@ -90,7 +94,7 @@ def claim_tx(
                     lead = not claimed
                     claimed.extend(_start(conn, codec, rows, lead, worker, now, lease_until))
                     if claimed and claimed[0].lost > 0:
-                        return _version(conn, version), claimed  # alone, see below
+                        return _version(conn, version), claimed + expired  # alone, see below
                     break  # nothing parked: this queue gave what it had
                 gated_queues.add(queue)
             cursor = conn.execute(
@@ -116,11 +120,27 @@ def claim_tx(
             claimed.extend(codec(row) for row in started)
             if claimed and claimed[0].lost > 0:
                 # A job that lost a worker before runs alone in its claim.
-                return _version(conn, version), claimed
+                return _version(conn, version), claimed + expired
             if len(started) == len(rows):
                 break  # nothing parked: this queue gave what it had
             # Parked jobs left the ready index: look at the ones behind them.
-    return _version(conn, version), claimed
+    return _version(conn, version), claimed + expired
+
+
+def _end_expired(conn: sqlite3.Connection, queue: str, now: float) -> list[JobRecord]:
+    """End the queued jobs of ``queue`` whose expiry has passed, as ``cancel`` does (their
+    gate's turn, their freshness scope, their dependents), each with a ``JobExpired`` error:
+    their records, ``cancelled``. In the claim's transaction, so none of them can start."""
+    ids = [row[0] for row in conn.execute(QUERIES["claim_expired"], {"queue": queue, "now": now})]
+    ended: list[JobRecord] = []
+    for job_id in ids:
+        cancelled, _ = cancel_tx(job_id, now, now + EXPIRED_KEEP)(conn)
+        if cancelled:
+            cursor = conn.execute(
+                QUERIES["expired_error"], {"id": job_id, "now": now, "message": EXPIRED_MESSAGE}
+            )
+            ended.extend(map(_rows.job_codec("expired_error", cursor), cursor.fetchall()))
+    return ended
 
 
 def _start(

@@ -61,6 +61,7 @@ def enqueue_tx(jobs: Sequence[NewJob]) -> Callable[[sqlite3.Connection], list[En
                 "unique_expires_at": job.unique_expires_at,
                 "gate": job.gate,
                 "gate_limit": job.gate_limit,
+                "expires_at": job.expires_at,
             }
         )
     ids = json.dumps([job.id for job in jobs])

@@ -40,11 +40,11 @@ SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(:ids));
 INSERT INTO jobs (
     id, task, queue, payload, status, attempts, max_attempts, key, priority,
     enqueued_at, scheduled_for, lost, position,
-    unique_key, unique_until, unique_expires_at, gate, gate_limit
+    unique_key, unique_until, unique_expires_at, gate, gate_limit, expires_at
 ) VALUES (
     :id, :task, :queue, :payload, :status, 0, :max_attempts, :key, :priority,
     :enqueued_at, :scheduled_for, 0, :position,
-    :unique_key, :unique_until, :unique_expires_at, :gate, :gate_limit
+    :unique_key, :unique_until, :unique_expires_at, :gate, :gate_limit, :expires_at
 )
 ON CONFLICT (id) DO NOTHING;
 
@@ -126,7 +126,31 @@ RETURNING id, task, queue, payload, status, attempts, max_attempts, key, priorit
           CAST(started_at AS REAL) AS started_at, CAST(finished_at AS REAL) AS finished_at,
           result, errors, worker, CAST(lease_until AS REAL) AS lease_until, lost,
           CAST(expire_at AS REAL) AS expire_at, CAST(rate_slot AS REAL) AS rate_slot,
-          progress, cursor, position, gate;
+          progress, cursor, CAST(expires_at AS REAL) AS expires_at, position, gate;
+
+-- name: claim_expired
+-- claim, first: the queued jobs of one queue whose expiry has passed (jobs_expiring), parked or
+-- not; the claim ends each as cancel does (then expired_error), so none of them can start.
+SELECT id FROM jobs INDEXED BY jobs_expiring
+WHERE queue = :queue AND expires_at IS NOT NULL AND status = 'queued' AND expires_at <= :now
+ORDER BY expires_at
+LIMIT 1000;
+
+-- name: expired_error
+-- claim: a job claim_expired found, just cancelled: its JobExpired error appended to the JSON
+-- history (a history that is not valid JSON is replaced).
+UPDATE jobs
+SET errors = CAST(json_insert(
+        CASE WHEN json_valid(CAST(errors AS TEXT)) AND json_type(CAST(errors AS TEXT)) = 'array'
+             THEN CAST(errors AS TEXT) ELSE '[]' END,
+        '$[#]',
+        json_object('type', 'JobExpired', 'message', :message, 'traceback', '',
+                    'at', :now, 'attempt', attempts)
+    ) AS BLOB)
+WHERE id = :id
+RETURNING id, task, queue, payload, status, attempts, max_attempts, key, priority,
+          enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
+          lease_until, lost, expire_at, rate_slot, progress, cursor, expires_at;
 
 -- name: claim_candidates
 -- claim's fast path: the first :limit ready jobs of one queue in claim order (jobs_claim index),
@@ -135,7 +159,7 @@ RETURNING id, task, queue, payload, status, attempts, max_attempts, key, priorit
 -- rule for a job that lost a worker before applied in Python); else it runs claim instead.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot, progress, cursor, gate,
+       lease_until, lost, expire_at, rate_slot, progress, cursor, expires_at, gate,
        (SELECT data_version FROM pragma_data_version) AS data_version
 FROM jobs INDEXED BY jobs_claim
 WHERE status = 'queued' AND parked = 0 AND queue = :queue
@@ -350,7 +374,9 @@ UPDATE jobs
 SET status = 'queued', attempts = 0, lost = 0, finished_at = NULL, result = NULL,
     expire_at = NULL, worker = NULL, lease_until = NULL, position = :now,
     unique_key = :unique_key, rate_slot = NULL
-WHERE id = :id AND status IN ('failed', 'cancelled');
+WHERE id = :id AND status IN ('failed', 'cancelled')
+  -- A dependent cancelled by a dependency runs when that one succeeds, not on its own.
+  AND NOT EXISTS (SELECT 1 FROM job_waits w WHERE w.job_id = :id AND w.waiting > 0);
 
 -- name: rate_states
 -- reserve_rate: the stored GCRA state of the keys (JSON array).
@@ -384,14 +410,14 @@ DELETE FROM rate_limits WHERE tat <= :now;
 -- name: get_job
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot, progress, cursor
+       lease_until, lost, expire_at, rate_slot, progress, cursor, expires_at
 FROM jobs WHERE id = :id;
 
 -- name: list_jobs_by_key
 -- One key's jobs, newest first, through the jobs_key index only.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot, progress, cursor
+       lease_until, lost, expire_at, rate_slot, progress, cursor, expires_at
 FROM jobs INDEXED BY jobs_key
 WHERE key = :key
   AND id < :before
@@ -405,7 +431,7 @@ LIMIT :limit;
 -- One state's jobs, newest first, through the jobs_status index.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot, progress, cursor
+       lease_until, lost, expire_at, rate_slot, progress, cursor, expires_at
 FROM jobs INDEXED BY jobs_status
 WHERE status = :status
   AND id < :before
@@ -418,7 +444,7 @@ LIMIT :limit;
 -- Any state: walks the primary key newest first, filtering as it goes.
 SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        enqueued_at, scheduled_for, started_at, finished_at, result, errors, worker,
-       lease_until, lost, expire_at, rate_slot, progress, cursor
+       lease_until, lost, expire_at, rate_slot, progress, cursor, expires_at
 FROM jobs
 WHERE id < :before
   AND (:task IS NULL OR task = :task)

@@ -49,6 +49,8 @@ CREATE TABLE jobs (
     rate_slot     REAL,
     -- 0004: groups
     group_id      TEXT,
+    -- 0009: expiry before start
+    expires_at    REAL,
     -- 0012: progress and checkpoint
     progress      BLOB,
     cursor        BLOB
@@ -65,6 +67,8 @@ CREATE INDEX jobs_claim ON jobs (queue, priority DESC, position, id)
     WHERE status = 'queued' AND parked = 0;
 CREATE INDEX jobs_gate ON jobs (gate) WHERE status = 'running' AND gate IS NOT NULL;
 CREATE INDEX jobs_parked ON jobs (gate, priority DESC, position, id) WHERE parked = 1;
+CREATE INDEX jobs_expiring ON jobs (queue, expires_at)
+    WHERE expires_at IS NOT NULL AND status = 'queued';
 
 -- Per-minute counters, workers, queue names (0001); rate-limit state (0002).
 CREATE TABLE stats (

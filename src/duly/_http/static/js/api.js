@@ -68,6 +68,11 @@ export function post(path, params) {
   return request("POST", `api/v1/${path}`, params);
 }
 
+// Any other change (PUT, DELETE) of the API, with the CSRF header like a POST.
+export function send(method, path, params) {
+  return request(method, `api/v1/${path}`, params);
+}
+
 // Who is logged in: role "read" or "admin", and the CSRF value for POSTs.
 export async function loadSession() {
   const body = await get("session");

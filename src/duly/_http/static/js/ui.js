@@ -1,6 +1,6 @@
 // Pieces several pages share: links inside the page, the jobs table, the pager, actions.
 
-import { ApiError, isAdmin, post, seg } from "./api.js";
+import { ApiError, isAdmin, post, send, seg } from "./api.js";
 import { ago, badge, h, table } from "./dom.js";
 
 // A link to a page of the dashboard; `path` is relative to the mount ("jobs/<id>").
@@ -75,9 +75,9 @@ export function pager(nextHref, firstHref) {
   );
 }
 
-// An admin button that POSTs, shows the outcome and calls done() on success. Read tokens
-// get no button at all (and the API refuses them anyway: 403).
-export function actionButton(label, path, done, params) {
+// An admin button that POSTs (or sends `method`), shows the outcome and calls done() on
+// success. Read tokens get no button at all (and the API refuses them anyway: 403).
+export function actionButton(label, path, done, params, method = "POST") {
   if (!isAdmin()) return null;
   const note = h("span", { class: "action-note", role: "status" });
   const button = h("button", { type: "button", class: "action", "data-action": label.toLowerCase() }, label);
@@ -85,7 +85,7 @@ export function actionButton(label, path, done, params) {
     button.disabled = true;
     note.textContent = "…";
     try {
-      const body = await post(path, params);
+      const body = method === "POST" ? await post(path, params) : await send(method, path, params);
       note.textContent = "done";
       if (done) done(body);
     } catch (exc) {

@@ -53,10 +53,12 @@ end
 -- Returns 1 if re-queued (its queue added to `woken`), else 0.
 local function retry_one(K, id, now, only, woken)
   local jk = job_key(id)
-  local f = redis.call('HMGET', jk, 's', 'q', 'r', 'e', 'u', 't', 'k', 'gp')
+  local f = redis.call('HMGET', jk, 's', 'q', 'r', 'e', 'u', 't', 'k', 'gp', 'aw')
   local status, queue, hold = f[1], f[2], f[5]
   if status ~= 'failed' and status ~= 'cancelled' then return 0 end
   if only ~= '' and status ~= only then return 0 end
+  -- A dependent cancelled by a dependency runs when that one succeeds, not on its own.
+  if (tonumber(f[9]) or 0) > 0 then return 0 end
   if hold then
     local holder = redis.call('HGET', K[2], hold)
     if holder and holds(holder, hold, tonumber(now)) then return 0 end

@@ -27,6 +27,10 @@
 -- not charged; the claim goes on popping. A taken gated job joins gr:<gate> at once, so later
 -- jobs of the same claim see its slot taken. A job whose hold ends at start (U) ends it here.
 --
+-- Expiry (_expiry.lua): a popped queued job whose expiry (X) has passed is not taken but ended
+-- `cancelled` with a JobExpired error (end_expired), and follows the taken jobs in the reply
+-- as {id, 'expired'}; it does not count against `limit`.
+--
 -- Quarantine fairness: a job that already lost a worker (n > 0) may be a poison pill that kills
 -- whoever runs it, so it is handed out alone: only as the first job of a claim, and the claim
 -- stops after it. Jobs popped but not taken go back with their scores unchanged.
@@ -37,12 +41,15 @@
 --@include _concurrency
 --@include _events
 --@include _handoff
+--@include _expiry
 --@include _pausing
 local want = tonumber(ARGV[3])
 local worker, now, lease_until = ARGV[2], ARGV[4], ARGV[5]
 local out = {}
 local running = {}
 local counts = {}
+local woken = {}
+local expired = {}
 local done = false
 local idle_ttl, handed = ARGV[6], nil
 if idle_ttl ~= '' then
@@ -67,10 +74,13 @@ for qi = 9, #ARGV do
       else
         local jk = job_key(id)
         local h = redis.call('HMGET', jk, 't', 'q', 'p', 'a', 'm', 'k', 'r', 'e', 'd', 'o', 'x',
-          'n', 'z', 'y', 's', 'f', 'g', 'G', 'u', 'U', 'cu')
+          'n', 'z', 'y', 's', 'f', 'g', 'G', 'u', 'U', 'cu', 'X')
         local status, attempts, lost = h[15], tonumber(h[4]) or 0, tonumber(h[12]) or 0
         local gate, gate_limit, hold = h[17], tonumber(h[18]) or 0, h[19]
-        if status == 'queued' and lost > 0 and #out > 0 then
+        if status == 'queued' and has_expired(h[22], now) then
+          end_expired(KEYS[3], id, now, counts, woken)
+          expired[#expired + 1] = id
+        elseif status == 'queued' and lost > 0 and #out > 0 then
           redis.call('ZADD', rk, popped[i + 1], id)
           done = true
         elseif status == 'queued' and gate
@@ -102,8 +112,11 @@ end
 zadd_many(KEYS[1], running)
 flush_counts(KEYS[2], counts)
 trim_events()
+publish_all(PREFIX .. 'wake', woken)
+local took = #out
+for _, id in ipairs(expired) do out[#out + 1], out[#out + 2] = id, 'expired' end
 if handed == nil then return out end
-if #handed == 0 and #out == 0 and want > 0 then
+if #handed == 0 and took == 0 and want > 0 then
   register_idle(worker, {unpack(ARGV, 9)}, now, idle_ttl, ARGV[7])
 end
 return {handed, out}

@@ -10,8 +10,9 @@
 -- ARGV[h..] groups of jobs that share every field but id and payload (a bulk enqueue of one
 --   task is one group), each: n, task, queue, max_attempts, key ('' = none), priority,
 --   enqueued_at, scheduled_for, then a concurrency marker: '' for plain jobs, or 'c' followed
---   by five more: unique_key ('' = none), unique_until ('start'|'finish'), unique_expires_at
---   ('' = never), gate ('' = none), gate_limit; then n pairs: id, payload.
+--   by six more: unique_key ('' = none), unique_until ('start'|'finish'), unique_expires_at
+--   ('' = never), gate ('' = none), gate_limit, expires_at ('' = never; field X, which
+--   claim.lua checks); then n pairs: id, payload.
 -- Returns the deduplicated jobs only, as a flat list: position (1-based, over the whole chunk),
 -- id of the job it deduplicated to (its own id if that id already exists, untouched; or the
 -- job holding its unique key). An empty list: every job was stored. A named group whose name
@@ -32,8 +33,9 @@
 -- index a promotion or a claim reads) until settle_member queues it. The g:<id> hash is
 -- stored last with the number of members stored (and a named group's name, member ids and
 -- gn:<name> key). Each stored job emits its first event.
--- Hand-off (_handoff.lua): a plain job (no unique key, no gate, not scheduled, not in a duly
--- group) whose queue has no ready job is claimed here for the newest idle worker registered on
+-- Hand-off (_handoff.lua): a plain job (no unique key, no gate, no expiry, not scheduled, not
+-- in a duly group: a job with an expiry always passes through claim.lua's check) whose queue
+-- has no ready job is claimed here for the newest idle worker registered on
 -- that queue, if any (claim.lua's change: `running`, attempts 1, started_at = enqueued_at,
 -- worker, the registration's lease_until, in `run`, counted, a `running` event after its
 -- `queued` one), and its row pushed to that worker's inbox; its queue is not published for it.
@@ -64,6 +66,8 @@ local function store_concurrency(jk, id, h)
     fields[#fields + 1], fields[#fields + 2] = 'g', gate
     fields[#fields + 1], fields[#fields + 2] = 'G', ARGV[h + 13]
   end
+  if ARGV[h + 14] ~= '' then fields[#fields + 1], fields[#fields + 2] = 'X', ARGV[h + 14] end
+  if #fields == 0 then return end
   redis.call('HSET', jk, unpack(fields))
 end
 
@@ -85,7 +89,7 @@ if group ~= '' then
   local clash = {}
   local at, p = h, 0
   while at <= #ARGV do
-    local i = at + (ARGV[at + 8] == '' and 9 or 14)
+    local i = at + (ARGV[at + 8] == '' and 9 or 15)
     for _ = 1, tonumber(ARGV[at]) do
       p = p + 1
       if redis.call('EXISTS', job_key(ARGV[i])) == 1 then
@@ -124,7 +128,7 @@ while h <= #ARGV do
     if batch == nil then batch = {}; ready[queue] = batch end
   end
   local stored = 0
-  local i = h + (plain and 9 or 14)
+  local i = h + (plain and 9 or 15)
   for _ = 1, n do
     local id = ARGV[i]
     local jk = job_key(id)

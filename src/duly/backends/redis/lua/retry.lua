@@ -2,8 +2,9 @@
 --
 -- KEYS[1] expiry zset   KEYS[2] unique holds hash (`u`)
 -- ARGV[1] prefix   ARGV[2] job id   ARGV[3] wake channel   ARGV[4] now
--- Returns 1 if re-queued, 0 if the job is in another state or unknown, or if another active
--- job holds the unique key it takes again.
+-- Returns 1 if re-queued, 0 if the job is in another state or unknown, if another active job
+-- holds the unique key it takes again, or if it is a dependent with a dependency that has not
+-- succeeded (`aw` > 0, _dependencies.lua: that dependency's success releases it).
 --
 -- A job whose hold lasted until it finished (its `u` field is still there, keys.py "Unique
 -- holds") takes its key again (u[key] = id), unless another job holds it at `now`: then
