@@ -7,6 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from duly._bulk import CANCELLABLE, RETRYABLE, cancel_matching, check_filter, retry_matching
 from duly._job import JobInfo
 from duly._pausing import mark_paused, pause_queue, resume_queue
 from duly._records import STATUSES, JobFilter, QueueStats, StatRow, WorkerRecord
@@ -147,6 +148,53 @@ class AppQueries(ABC):
             return False
         now = self.clock.now()
         return await (await self.backend()).cancel(job_id, now, now + self.failed_retention)
+
+    def cancel_many(
+        self,
+        status: str = "queued",
+        task: str | None = None,
+        queue: str | None = None,
+        key: str | None = None,
+    ) -> int:
+        """Cancel every job in ``status`` (scheduled, queued, running or retrying) matching
+        ``task`` / ``queue`` / ``key``, a batch of up to 1,000 per atomic step; how many. A
+        running job's cancel is requested (see ``cancel``); one that moved on is skipped."""
+        return self.run_sync(self.cancel_many_async(status, task, queue, key))
+
+    async def cancel_many_async(
+        self,
+        status: str = "queued",
+        task: str | None = None,
+        queue: str | None = None,
+        key: str | None = None,
+    ) -> int:
+        """Async twin of ``cancel_many``."""
+        where = check_filter(status, CANCELLABLE, task, queue, key)
+        now = self.clock.now()
+        return await cancel_matching(await self.backend(), where, now, now + self.failed_retention)
+
+    def retry_many(
+        self,
+        status: str = "failed",
+        task: str | None = None,
+        queue: str | None = None,
+        key: str | None = None,
+    ) -> int:
+        """Re-run every job in ``status`` (failed or cancelled) matching ``task`` / ``queue`` /
+        ``key``, a batch of up to 1,000 per atomic step; how many (one whose unique key another
+        active job holds is skipped, as with ``retry``)."""
+        return self.run_sync(self.retry_many_async(status, task, queue, key))
+
+    async def retry_many_async(
+        self,
+        status: str = "failed",
+        task: str | None = None,
+        queue: str | None = None,
+        key: str | None = None,
+    ) -> int:
+        """Async twin of ``retry_many``."""
+        where = check_filter(status, RETRYABLE, task, queue, key)
+        return await retry_matching(await self.backend(), where, self.clock.now())
 
     def stats(self, minutes: int = 60) -> list[StatRow]:
         """Per-minute success/failure/retry counters of the last ``minutes`` (at most 1440)."""

@@ -50,6 +50,7 @@ __all__ = [
     "FreshnessState",
     "Mirror",
     "fingerprint",
+    "forget_scope",
     "scopes_of",
     "sweep",
 ]
@@ -272,9 +273,7 @@ class Mirror:
 
     async def forget_async(self, scope: str) -> bool:
         """Async twin of ``forget``."""
-        _check_scope(scope)
-        store = FRESHNESS.of(await self.app.backend())
-        return await store.forget(self.name, scope)
+        return await forget_scope(self.app, self.name, scope)
 
     def scopes(self, stale_only: bool = False, limit: int = 100) -> list[Freshness]:
         """Known scopes (checked or synced), stalest first (by score), with their last error;
@@ -315,6 +314,13 @@ async def scopes_of(app: AppPort, name: str, stale_only: bool, limit: int) -> li
     found = [Freshness.from_state(app, row, now) for row in rows]
     found.sort(key=lambda f: -f.score)
     return found
+
+
+async def forget_scope(app: AppPort, name: str, scope: str) -> bool:
+    """Forget ``scope`` of freshness ``name`` in ``app``'s backend (``Mirror.forget``); the
+    freshness need not be registered in ``app`` (the CLI forgets any)."""
+    _check_scope(scope)
+    return await FRESHNESS.of(await app.backend()).forget(name, scope)
 
 
 async def sweep(app: AppPort, backend: Backend, now: float, limit: int = SWEEP_BATCH) -> int:

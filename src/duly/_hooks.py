@@ -29,7 +29,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager, null
 from typing import TYPE_CHECKING, Any, cast
 
 from duly._errors import ConfigurationTypeError
-from duly._serialization import with_headers
+from duly._payload import with_headers
 
 if TYPE_CHECKING:
     from duly._context import RunContext

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any, Generic, NotRequired, TypedDict, TypeVar
 import msgspec
 
 from duly._errors import JobFailed
+from duly._payload import decode_payload, payload_links
 from duly._progress import Progress, decode_progress
 from duly._records import FINISHED_STATUSES, JobRecord, JobStatus
-from duly._serialization import decode, decode_payload, payload_links
+from duly._serialization import decode
 
 if TYPE_CHECKING:
     from typing_extensions import TypeVar as DefaultingTypeVar

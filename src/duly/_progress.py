@@ -130,6 +130,15 @@ class RunProgress:
             return None
         return ProgressReport(job_id, progress, cursor)
 
+    def apply(self, progress: bytes | None, cursor: bytes | None) -> None:
+        """Take values another process encoded (an isolated run's child, see
+        ``duly._worker.isolation``) as the latest set here; None changes nothing."""
+        with self._lock:
+            if progress is not None:
+                self._progress = progress
+            if cursor is not None:
+                self._cursor = self._unsent_cursor = cursor
+
     def give_back(self, report: ProgressReport) -> None:
         """``report`` was not stored: send its values again, unless newer ones were set."""
         with self._lock:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from duly._serialization import payload_headers
+from duly._payload import payload_headers
 
 __all__ = [
     "ACTIVE_STATUSES",

@@ -20,10 +20,10 @@ import msgspec
 
 from duly._errors import ConfigurationError, ConfigurationTypeError
 from duly._ids import ulid_time
+from duly._payload import decode_payload
 from duly._records import JobFilter, JobStatus
 from duly._schedule import CatchUp, Overlap, Schedule
 from duly._scheduler.periodic import Ticking, stored_schedule
-from duly._serialization import decode_payload
 from duly._task import Signature, seconds
 from duly._watch import Watch
 from duly.backends.schedules import SCHEDULES, ScheduleRecord, SkippedTicks

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from duly._errors import ConfigurationError, ConfigurationTypeError
 from duly._ids import new_id, new_ids
 from duly._limits import Limits, refuse_nul
+from duly._payload import Links, with_links
 from duly._records import JobRecord, NewJob, Outcome
 from duly._retry import Backoff, RetryDelay, check_backoff
 from duly._secrets import scrub_exception, secret_values
-from duly._serialization import CallSpec, Links, with_links
+from duly._serialization import CallSpec
 
 if TYPE_CHECKING:
     from duly._job import Job

@@ -19,6 +19,12 @@ Guards end a watch with a recorded reason: ``max_checks`` checks made and anothe
 next time in the past or beyond ``horizon`` (from the start), or a check over ``timeout``. Every
 ended watch stays as a finished job (kept ``retention``, 7 days by default): ``WatchRecord``
 reads one, ``app.watch_history()`` / ``duly watches`` list them.
+
+Each check is kept in the watch's history (``WatchRecord.history``, the last ``MAX_HISTORY``):
+its start, duration and outcome, written into the job's progress by the same atomic step that
+records the check's outcome. The check that fails a watch (it raised after its retries, ran
+past ``timeout``, or lost its worker too often) is read from the failed job itself: its last
+run's start and end, and its error.
 """
 
 from __future__ import annotations
@@ -31,20 +37,35 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from duly._errors import ConfigurationError, ConfigurationTypeError
 from duly._job import Job
+from duly._payload import decode_payload
 from duly._records import JobRecord, Outcome
-from duly._serialization import decode, decode_payload, encode
+from duly._serialization import decode, encode
 from duly._task import BoundTask, EnqueueOptions, Task, TaskConfig, seconds
 from duly.backends.watches import WATCHES
 
 if TYPE_CHECKING:
     from duly._ports import AppPort
 
-__all__ = ["Watch", "WatchConfig", "WatchRecord", "WatchState", "check_outcome"]
+__all__ = [
+    "MAX_HISTORY",
+    "CheckOutcome",
+    "Watch",
+    "WatchCheck",
+    "WatchConfig",
+    "WatchRecord",
+    "WatchState",
+    "check_outcome",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 WatchState = Literal["watching", "done", "ended", "stopped", "failed"]
+#: What one check did: asked for another (``again``), ended the watch (``done``: returned None;
+#: ``ended``: a guard), or failed it (``timeout``, ``error``, ``lost``: its worker died).
+CheckOutcome = Literal["again", "done", "ended", "timeout", "error", "lost"]
+#: Checks kept per watch (the newest).
+MAX_HISTORY = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +129,16 @@ def check_outcome(
         "first_check": progress.get("first_check", now),
         "last_check": now,
     }
+    started = record.started_at if record.started_at is not None else now
+    kept = progress.get("history")
+    history = kept[-(MAX_HISTORY - 1) :] if isinstance(kept, list) else []
+
+    def check(outcome: CheckOutcome) -> None:
+        summary["history"] = [*history, [started, max(0.0, now - started), outcome]]
+
     if value is None:
         summary.update(state="done", reason=None)
+        check("done")
         return Outcome(record.id, "succeeded", result=encode(summary), expire_at=expire_at)
     when = config.round_up(_next_time(value, now))
     reason = None
@@ -121,9 +150,45 @@ def check_outcome(
         reason = f"horizon: the next check is more than {config.horizon:g}s after the start"
     if reason is not None:
         summary.update(state="ended", reason=reason)
+        check("ended")
         return Outcome(record.id, "succeeded", result=encode(summary), expire_at=expire_at)
     summary.update(state="watching", reason=None, next_check=when)
+    check("again")
     return Outcome(record.id, "again", result=encode(summary), run_at=when)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchCheck:
+    """One check of a watch: when it started, how long it ran, and its outcome."""
+
+    at: datetime
+    seconds: float
+    outcome: CheckOutcome
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (``at`` as ISO 8601)."""
+        return {"at": self.at.isoformat(), "seconds": self.seconds, "outcome": self.outcome}
+
+
+def _history(progress: dict[str, Any]) -> list[WatchCheck]:
+    kept = progress.get("history")
+    out: list[WatchCheck] = []
+    for entry in kept if isinstance(kept, list) else []:
+        try:
+            at, took, outcome = entry
+            out.append(WatchCheck(_utc(float(at)), float(took), outcome))
+        except (TypeError, ValueError):
+            continue  # not a check entry: skipped, never an error on read
+    return out
+
+
+def _failed_check(record: JobRecord, outcome: CheckOutcome) -> WatchCheck | None:
+    """The check that failed the watch: its last run, from the failed job itself."""
+    start = record.started_at if record.started_at is not None else record.finished_at
+    if start is None:
+        return None
+    end = record.finished_at if record.finished_at is not None else start
+    return WatchCheck(_utc(start), max(0.0, end - start), outcome)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +212,8 @@ class WatchRecord:
     last_check: datetime | None
     next_check: datetime | None
     ended_at: datetime | None
+    #: The last ``MAX_HISTORY`` checks, oldest first.
+    history: list[WatchCheck]
 
     @property
     def total(self) -> timedelta | None:
@@ -159,6 +226,8 @@ class WatchRecord:
         progress = _progress(record)
         checks = int(progress.get("checks", 0))
         reason = progress.get("reason")
+        history = _history(progress)
+        failed_at: datetime | None = None  # when the check that failed the watch ended
         state: WatchState
         if record.status == "succeeded":
             state = "ended" if progress.get("state") == "ended" else "done"
@@ -170,6 +239,13 @@ class WatchRecord:
             reason = {"JobTimeout": "timeout", "LostWorker": "lost its worker"}.get(
                 last, f"error: {last}"
             )
+            kind: CheckOutcome = (
+                "timeout" if last == "JobTimeout" else "lost" if last == "LostWorker" else "error"
+            )
+            failing = _failed_check(record, kind)
+            if failing is not None:
+                history = [*history, failing][-MAX_HISTORY:]
+                failed_at = _maybe_utc(record.finished_at)
         else:
             state, reason = "watching", None
         try:
@@ -186,10 +262,11 @@ class WatchRecord:
             reason=reason,
             checks=checks,
             started_at=_utc(record.enqueued_at),
-            first_check=_maybe_utc(progress.get("first_check")),
-            last_check=_maybe_utc(progress.get("last_check")),
+            first_check=_maybe_utc(progress.get("first_check")) or failed_at,
+            last_check=failed_at or _maybe_utc(progress.get("last_check")),
             next_check=_maybe_utc(next_check),
             ended_at=_maybe_utc(record.finished_at),
+            history=history,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -198,6 +275,7 @@ class WatchRecord:
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
             data[name] = value.isoformat() if isinstance(value, datetime) else value
+        data["history"] = [check.to_dict() for check in self.history]
         total = self.total
         data["total_seconds"] = None if total is None else total.total_seconds()
         return data

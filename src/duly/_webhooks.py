@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from duly._errors import ConfigurationError, TaskNotFound
+from duly._payload import decode_payload
 from duly._records import WebhookRecord
-from duly._serialization import decode_payload
 from duly._task import Signature
 from duly.backends.webhooks import WEBHOOKS
 

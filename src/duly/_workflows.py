@@ -27,8 +27,8 @@ import msgspec
 
 from duly._ids import new_ids
 from duly._job import Job, JobInfo
+from duly._payload import Links, payload_links, with_first_argument, with_links
 from duly._records import EnqueueResult, JobRecord, NewJob
-from duly._serialization import Links, payload_links, with_first_argument, with_links
 from duly._task import Signature
 from duly.backends.dependencies import DEPENDENCIES
 
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from duly._ports import AppPort
 
 __all__ = [
+    "MAX_CHAIN_STEPS",
     "WORKFLOW_SUFFIX",
     "Workflow",
     "WorkflowInfo",
@@ -52,6 +53,10 @@ __all__ = [
 
 #: The last character of a workflow's id (after its last step's id).
 WORKFLOW_SUFFIX: Final = "w"
+
+#: The most steps of one chain: a failure cancels the steps after it in the same atomic step,
+#: one trigger level per step on SQLite (1000 at most) and PostgreSQL (its stack depth).
+MAX_CHAIN_STEPS: Final = 500
 
 WorkflowStatus = Literal["running", "succeeded", "failed", "cancelled"]
 
@@ -97,6 +102,8 @@ def build_chain(app: AppPort, signatures: Sequence[Signature], now: float) -> li
     sigs = list(signatures)
     if not sigs:
         raise ValueError("a chain needs at least one step")
+    if len(sigs) > MAX_CHAIN_STEPS:
+        raise ValueError(f"a chain has at most {MAX_CHAIN_STEPS} steps, got {len(sigs)}")
     for sig in sigs:
         if not isinstance(sig, Signature):
             raise TypeError(f"chain takes task.s(...) / task.si(...) signatures, got {sig!r}")

@@ -23,6 +23,18 @@ pytestmark = pytest.mark.timeout(60)
 QUICK = duly.Backoff(base=0.01, cap=0.01)
 
 
+def isolated_pages() -> Any:
+    """An isolated run (a child process): resumes from its checkpoint, reports progress."""
+    job = duly.current_job()
+    if job.attempt == 1:
+        for page in range(1, 4):
+            job.checkpoint({"page": page})
+            job.set_progress(page / 10, f"page {page}")
+        raise RuntimeError("the child's upstream went away")
+    job.set_progress(1.0, "all pages")
+    return job.cursor
+
+
 def info_of(app: duly.App, job_id: str) -> duly.JobInfo:
     info = app.get_job(job_id)
     assert info is not None, f"job {job_id} vanished"
@@ -306,3 +318,15 @@ def test_progress_is_an_event_only_for_readers_that_ask(
     assert (progress.fraction, progress.message) == (0.5, "half way")
     with pytest.raises(TypeError, match="progress"):
         app.events(progress="yes")  # type: ignore[arg-type]
+
+
+def test_an_isolated_run_resumes_from_its_checkpoint_and_reports_progress(
+    app: duly.App, run_burst: Callable[..., Any]
+) -> None:
+    pages = app.task(isolated=True, retries=1, backoff=QUICK, name="progress.iso")(isolated_pages)
+    job = pages.enqueue()
+    run_burst(app)
+    info = info_of(app, job.id)
+    assert (info.status, info.result, info.attempts) == ("succeeded", {"page": 3}, 2)
+    assert info.progress is not None
+    assert (info.progress.fraction, info.progress.message) == (1.0, "all pages")

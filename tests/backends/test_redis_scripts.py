@@ -42,6 +42,7 @@ def test_the_includes_are_the_capability_files() -> None:
         "_groups",
         "_handoff",
         "_jobs",
+        "_operator",
         "_pausing",
         "_progress",
         "_unique",

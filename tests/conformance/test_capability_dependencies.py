@@ -147,6 +147,9 @@ async def test_a_retried_dependency_that_succeeds_releases_its_dependents_once(
     await store(backend, a, b, c)
     await run(backend, a.id, failed(a.id))
     assert (await job(backend, c.id)).status == "cancelled"
+    # Its dependents run when a succeeds, not on their own.
+    assert not await backend.retry(b.id, T0 + 2)
+    assert (await job(backend, b.id)).status == "cancelled"
     assert await backend.retry(a.id, T0 + 2)
     assert (await job(backend, b.id)).status == "cancelled"  # until a succeeds
     await run(backend, a.id, ok(a.id, b'"again"'))

@@ -1,4 +1,5 @@
-"""``POST /api/v1/jobs/retry`` (duly.http.bulk) on every backend, through the ASGI app."""
+"""``POST /api/v1/jobs/retry`` and ``/api/v1/jobs/cancel`` (duly.http.bulk) on every backend,
+through the ASGI app."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from services import BACKENDS
 from starlette.testclient import TestClient
 
 import duly
-from duly._http import bulk
+import duly._bulk
 from duly._http.auth import csrf_value
 
 
@@ -52,10 +53,10 @@ def test_bulk_retry_retries_the_matching_failed_jobs(app: duly.App) -> None:
     assert app.get_job(other_task.id).status == "failed"
 
 
-def test_bulk_retry_stops_at_its_cap_and_says_more(
+def test_bulk_retry_takes_every_matching_job_a_batch_at_a_time(
     app: duly.App, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bulk, "MAX_RETRIED", 2)
+    monkeypatch.setattr(duly._bulk, "MAX_BATCH", 2)  # batches of 2: three jobs take two
     boom = app.tasks["t.boom"]
     jobs = [boom.enqueue(str(i)) for i in range(3)]
     run_all(app)
@@ -63,8 +64,29 @@ def test_bulk_retry_stops_at_its_cap_and_says_more(
     with TestClient(app.asgi(admin_tokens=[ADMIN])) as client:
         first = client.post("/api/v1/jobs/retry?status=failed", headers=admin).json()
         second = client.post("/api/v1/jobs/retry?status=failed", headers=admin).json()
-    assert (first, second) == ({"retried": 2, "more": True}, {"retried": 1, "more": False})
+    assert (first, second) == ({"retried": 3, "more": False}, {"retried": 0, "more": False})
     assert {app.get_job(j.id).status for j in jobs} == {"queued"}
+
+
+def test_bulk_cancel_cancels_the_matching_jobs(app: duly.App) -> None:
+    add = app.tasks["t.add"]
+    mine = [add.options(key="k").enqueue(i, i) for i in range(3)]
+    other = add.options(key="other").enqueue(9, 9)
+    later = add.options(key="k", delay=3600).enqueue(1, 1)
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    with TestClient(app.asgi(read_tokens=[READ], admin_tokens=[ADMIN])) as client:
+        answer = client.post("/api/v1/jobs/cancel?key=k", headers=admin)
+        assert answer.status_code == 200, answer.text
+        assert answer.json() == {"cancelled": 3}  # queued by default
+        assert client.post("/api/v1/jobs/cancel?key=k", headers=admin).json() == {"cancelled": 0}
+        scheduled = client.post("/api/v1/jobs/cancel?status=scheduled&key=k", headers=admin)
+        assert scheduled.json() == {"cancelled": 1}
+        bad = client.post("/api/v1/jobs/cancel?status=failed", headers=admin)
+        assert bad.status_code == 400
+        read = client.post("/api/v1/jobs/cancel", headers={"Authorization": f"Bearer {READ}"})
+        assert read.status_code == 403
+    assert {app.get_job(j.id).status for j in [*mine, later]} == {"cancelled"}
+    assert app.get_job(other.id).status == "queued"
 
 
 def test_bulk_retry_is_an_admin_action_with_csrf(app: duly.App) -> None:
@@ -88,5 +110,6 @@ def test_bulk_retry_is_an_admin_action_with_csrf(app: duly.App) -> None:
 def test_bulk_retry_is_in_the_schema(app: duly.App) -> None:
     with TestClient(app.asgi(read_tokens=[READ])) as client:
         schema = client.get("/api/v1/openapi.json", headers={"Authorization": f"Bearer {READ}"})
-    operation = schema.json()["paths"]["/api/v1/jobs/retry"]["post"]
-    assert {p["name"] for p in operation["parameters"]} >= {"status", "task", "queue", "key"}
+    for path in ("/api/v1/jobs/retry", "/api/v1/jobs/cancel"):
+        operation = schema.json()["paths"][path]["post"]
+        assert {p["name"] for p in operation["parameters"]} >= {"status", "task", "queue", "key"}

@@ -1,5 +1,6 @@
 """The operator controls of the dashboard (PRODUCT §15) in a real headless Chromium: pausing
-and resuming a queue from the Queues page."""
+and resuming a queue from the Queues page, cancelling every job of a filter from the Jobs
+page."""
 
 from __future__ import annotations
 
@@ -40,3 +41,21 @@ def test_a_read_token_sees_the_state_but_no_button(dash: Dash) -> None:
     page = dash.page(READ, "/queues")
     page.locator('.queue-state[data-queue="default"] .status-paused').wait_for()
     assert page.locator(".queue-state button").count() == 0
+
+
+def test_bulk_cancel_cancels_every_queued_job_of_the_filter(dash: Dash) -> None:
+    add = dash.app.tasks["t.add"]
+    jobs = [add.options(key="bulk").enqueue(i, i) for i in range(3)]
+    other = add.options(key="keep").enqueue(9, 9)
+    page = dash.page(ADMIN, "/jobs?status=queued&key=bulk")
+    page.wait_for_selector(f'tr[data-id="{jobs[0].id}"]')
+    assert page.locator("#bulk-retry").count() == 0  # queued jobs are not retried
+    page.click("#bulk-cancel")
+    assert page.locator("#bulk-cancel").inner_text() == "Click again to confirm"
+    page.click("#bulk-cancel")
+    page.wait_for_selector("text=3 job(s) cancelled")
+    assert [status(dash, j.id) for j in jobs] == ["cancelled"] * 3
+    assert status(dash, other.id) == "queued"
+    reader = dash.page(READ, "/jobs?status=queued")
+    reader.wait_for_selector(f'tr[data-id="{other.id}"]')
+    assert reader.locator("#bulk-cancel").count() == 0

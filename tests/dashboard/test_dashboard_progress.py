@@ -32,8 +32,10 @@ def test_the_progress_bar_moves_live_on_the_job_page_and_in_the_list(
     dash = make_dash(kind, setup=setup)
     try:
         job = dash.app.tasks["t.stepped"].enqueue()
-        dash.worker()
         page = dash.page(ADMIN, f"/jobs/{job.id}")
+        page.wait_for_selector('[class="live live"]')  # the event stream is open: nothing is missed
+        page.wait_for_selector('#job[data-status="queued"]')
+        dash.worker()
         bar = page.locator("#job-progress progress")
         bar.wait_for()
         assert bar.get_attribute("value") == "0.4"

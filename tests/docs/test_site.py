@@ -39,6 +39,7 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
         "howto/fan-out-an-event",
         "howto/check-later",
         "howto/keep-a-mirror-fresh",
+        "howto/resume-long-jobs",
         "howto/pause-a-queue",
         "django",
         "fastapi",

@@ -48,6 +48,7 @@ COMMANDS = (
     "workers",
     "watches",
     "groups",
+    "forget",
     "schedules",
     "unschedule",
     "migrate",

@@ -74,3 +74,28 @@ def test_duly_pause_and_resume(e2e: E2E) -> None:
 
     bad = e2e.cli("pause", "no spaces")
     assert bad.returncode != 0 and "invalid queue name" in bad.stderr
+
+
+@pytest.mark.timeout(120)
+def test_duly_cancel_and_retry_by_status(e2e: E2E) -> None:
+    bad = [e2e.tasks.boom.enqueue() for _ in range(2)]
+    burst = e2e.cli("worker", "e2e_tasks:app", "--burst", "--no-scheduler", timeout=60)
+    assert burst.returncode == 0, burst.stderr
+    waiting = [e2e.tasks.mark.options(queue="q1").enqueue(i) for i in range(3)]
+    elsewhere = e2e.tasks.mark.enqueue(9)
+
+    cancelled = e2e.cli("cancel", "--status", "queued", "--queue", "q1")
+    assert (cancelled.returncode, cancelled.stdout) == (0, "cancelled 3 queued job(s)\n")
+    assert {e2e.info(j.id).status for j in waiting} == {"cancelled"}
+    assert e2e.info(elsewhere.id).status == "queued"
+
+    retried = e2e.cli("retry", "--status", "failed", "--task", "e2e.boom")
+    assert (retried.returncode, retried.stdout) == (0, "re-queued 2 failed job(s)\n")
+    assert {e2e.info(j.id).status for j in bad} == {"queued"}
+
+    both = e2e.cli("cancel", elsewhere.id, "--status", "queued")
+    assert both.returncode == 2 and "not both" in both.stderr
+    neither = e2e.cli("retry")
+    assert neither.returncode == 2
+    wrong = e2e.cli("retry", "--status", "queued")
+    assert wrong.returncode == 2  # retry takes failed or cancelled only

@@ -14,7 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from duly import ArgumentsMismatch, PayloadTooLarge, SerializationError
-from duly._serialization import CallSpec, canonical, decode, decode_payload, encode
+from duly._payload import decode_payload
+from duly._serialization import CallSpec, canonical, decode, encode
 
 JSON = st.recursive(
     st.none()

@@ -6,7 +6,7 @@ from duly._cli.bench import bench
 from duly._cli.common import cli
 from duly._cli.dashboard import dashboard
 from duly._cli.demo import demo
-from duly._cli.freshness import freshness, refresh
+from duly._cli.freshness import forget, freshness, refresh
 from duly._cli.groups import groups
 from duly._cli.inspect import (
     cancel,
@@ -40,6 +40,7 @@ for command in (
     watches,
     freshness,
     refresh,
+    forget,
     groups,
     schedules,
     unschedule,

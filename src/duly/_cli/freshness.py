@@ -1,4 +1,5 @@
-"""``duly freshness [NAME] [--stale] [--json]`` and ``duly refresh NAME SCOPE`` (PRODUCT §7)."""
+"""``duly freshness [NAME] [--stale] [--json]``, ``duly refresh NAME SCOPE`` (PRODUCT §7) and
+``duly forget NAME SCOPE`` (PRODUCT §17)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,9 @@ from duly._cli.common import (
     missing_database,
     translate_errors,
 )
-from duly._freshness import Freshness, Mirror, scopes_of
+from duly._freshness import Freshness, Mirror, forget_scope, scopes_of
 
-__all__ = ["freshness", "refresh"]
+__all__ = ["forget", "freshness", "refresh"]
 
 _STYLE = {"current": "green", "stale": "red", "never": "yellow"}
 
@@ -111,3 +112,22 @@ def refresh(name: str, scope: str, as_json: bool, app_path: str | None, url: str
     assert f.job is not None  # a request always has a sync: its own or the running one
     what = "already syncing" if f.job.deduplicated else "sync enqueued"
     click.echo(f"{name} {scope}: {what} (job {f.job.id}); {f.state}, score {_score(f.score)}")
+
+
+@click.command()
+@click.argument("name")
+@click.argument("scope")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@app_options
+@translate_errors
+def forget(name: str, scope: str, as_json: bool, app_path: str | None, url: str | None) -> None:
+    """Forget SCOPE of freshness NAME (e.g. a deleted team): its state and its baseline syncs."""
+    app = load_app(app_path, url)
+    try:
+        forgotten = app.run_sync(forget_scope(app, name, scope))
+    except ValueError as exc:
+        fail(str(exc), 2)
+    if as_json:
+        echo_json({"freshness": name, "scope": scope, "forgotten": forgotten})
+        return
+    click.echo(f"{name} {scope}: {'forgotten' if forgotten else 'not known'}")

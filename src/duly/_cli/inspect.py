@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from duly._app import App
+from duly._bulk import CANCELLABLE, RETRYABLE
 from duly._cli.common import (
     app_options,
     echo_json,
@@ -27,6 +29,8 @@ from duly._progress import Progress
 from duly._records import STATUSES
 from duly._secrets import redact_job, redact_watch
 from duly._watch import Watch
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = [
     "cancel",
@@ -222,22 +226,92 @@ def _act(action: str, job_id: str, app_path: str | None, url: str | None) -> Non
     click.echo(f"{'re-queued' if action == 'retry' else 'cancelled'} {job_id}")
 
 
-@click.command()
-@click.argument("job_id")
-@app_options
-@translate_errors
-def retry(job_id: str, app_path: str | None, url: str | None) -> None:
-    """Re-run a failed or cancelled job."""
-    _act("retry", job_id, app_path, url)
+def _bulk_options(statuses: tuple[str, ...], what: str) -> Callable[[F], F]:
+    """``--status`` (and the filters) of ``duly retry|cancel --status ...``."""
+
+    def decorate(fn: F) -> F:
+        for option in reversed(
+            (
+                click.option(
+                    "--status",
+                    "status_",
+                    type=click.Choice(statuses),
+                    help=f"Instead of JOB_ID: {what} every job in this state (with the filters).",
+                ),
+                click.option("--queue", default=None, help="With --status: only this queue."),
+                click.option("--task", default=None, help="With --status: only this task."),
+                click.option("--key", default=None, help="With --status: only this key."),
+            )
+        ):
+            fn = option(fn)
+        return fn
+
+    return decorate
+
+
+def _one_or_many(
+    action: str,
+    job_id: str | None,
+    status_: str | None,
+    filters: dict[str, str | None],
+    app_path: str | None,
+    url: str | None,
+) -> None:
+    if (job_id is None) == (status_ is None):
+        fail(f"duly {action} takes a JOB_ID or --status (with --queue/--task/--key), not both", 2)
+    if job_id is not None:
+        if any(v is not None for v in filters.values()):
+            fail("--queue, --task and --key go with --status", 2)
+        _act(action, job_id, app_path, url)
+        return
+    assert status_ is not None
+    app = load_app(app_path, url)
+    if action == "retry":
+        n = app.retry_many(status_, **filters)
+        click.echo(f"re-queued {n} {status_} job(s)")
+    else:
+        n = app.cancel_many(status_, **filters)
+        done = "cancel requested for" if status_ == "running" else "cancelled"
+        click.echo(f"{done} {n} {status_} job(s)")
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", required=False)
+@_bulk_options(RETRYABLE, "re-run")
 @app_options
 @translate_errors
-def cancel(job_id: str, app_path: str | None, url: str | None) -> None:
-    """Cancel a job that has not finished (a running one: see "Cancelling" in the guide)."""
-    _act("cancel", job_id, app_path, url)
+def retry(
+    job_id: str | None,
+    status_: str | None,
+    queue: str | None,
+    task: str | None,
+    key: str | None,
+    app_path: str | None,
+    url: str | None,
+) -> None:
+    """Re-run a failed or cancelled job, or with --status every matching one."""
+    filters = {"queue": queue, "task": task, "key": key}
+    _one_or_many("retry", job_id, status_, filters, app_path, url)
+
+
+@click.command()
+@click.argument("job_id", required=False)
+@_bulk_options(CANCELLABLE, "cancel")
+@app_options
+@translate_errors
+def cancel(
+    job_id: str | None,
+    status_: str | None,
+    queue: str | None,
+    task: str | None,
+    key: str | None,
+    app_path: str | None,
+    url: str | None,
+) -> None:
+    """Cancel a job that has not finished (a running one: see "Cancelling" in the guide), or
+    with --status every matching one."""
+    filters = {"queue": queue, "task": task, "key": key}
+    _one_or_many("cancel", job_id, status_, filters, app_path, url)
 
 
 @click.command()

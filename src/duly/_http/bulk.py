@@ -1,11 +1,11 @@
-"""``POST /api/v1/jobs/retry``: retry every failed (or cancelled) job matching a filter.
+"""``POST /api/v1/jobs/retry`` and ``POST /api/v1/jobs/cancel``: retry or cancel every job
+matching a filter (PRODUCT §15).
 
-The dashboard's "retry all matching" button (issue 16). Admin only (a cookie session also sends
-``X-Duly-CSRF``, as for every POST). The jobs are read a page at a time, newest first, with the
-same filters as ``GET /api/v1/jobs``, and each is retried with ``app.retry`` — one atomic step
-per job, so a job that changed state meanwhile (retried by someone else, removed by retention)
-is skipped, never run twice. At most ``MAX_RETRIED`` jobs per call: ``more`` says whether to
-call again.
+The dashboard's "retry all matching" and "cancel all matching" buttons. Admin only (a cookie
+session also sends ``X-Duly-CSRF``, as for every POST). Both call ``app.retry_many`` /
+``app.cancel_many``: the jobs are read a page at a time with the filters of ``GET
+/api/v1/jobs``, and each page of up to 1,000 is retried or cancelled by the backend in one
+atomic step, so a job that changed state meanwhile is skipped, never run twice.
 """
 
 from __future__ import annotations
@@ -14,43 +14,46 @@ from typing import Final
 
 import msgspec
 
+from duly._bulk import CANCELLABLE, RETRYABLE
 from duly._http.api import Call, Endpoint, Param
-from duly._records import JobFilter
 
-__all__ = ["ENDPOINTS", "MAX_RETRIED", "BulkRetried", "retry_matching"]
-
-#: Most jobs one call retries.
-MAX_RETRIED: Final = 1000
-#: Jobs read per backend call.
-_PAGE: Final = 200
+__all__ = ["ENDPOINTS", "BulkCancelled", "BulkRetried", "cancel_matching", "retry_matching"]
 
 
 class BulkRetried(msgspec.Struct):
-    """How many matching jobs were retried; ``more``: others may match (call again)."""
+    """How many matching jobs were retried (``more`` is always False now: every matching job
+    is handled in one call; kept for clients written before)."""
 
     retried: int
-    more: bool
+    more: bool = False
+
+
+class BulkCancelled(msgspec.Struct):
+    """How many matching jobs were cancelled (running ones: their cancel requested)."""
+
+    cancelled: int
 
 
 async def retry_matching(call: Call) -> BulkRetried:
     """Retry the jobs in state ``status`` matching ``task`` / ``queue`` / ``key``."""
     q = call.query
-    backend = await call.app.backend()
-    retried = 0
-    before: str | None = None
-    while True:
-        where = JobFilter(
-            status=q["status"], task=q["task"], queue=q["queue"], key=q["key"], before=before
-        )
-        records = await backend.list_jobs(where, _PAGE)
-        for record in records:
-            if retried >= MAX_RETRIED:
-                return BulkRetried(retried=retried, more=True)
-            if await call.app.retry_async(record.id):
-                retried += 1
-        if len(records) < _PAGE:
-            return BulkRetried(retried=retried, more=False)
-        before = records[-1].id
+    n = await call.app.retry_many_async(q["status"], q["task"], q["queue"], q["key"])
+    return BulkRetried(retried=n)
+
+
+async def cancel_matching(call: Call) -> BulkCancelled:
+    """Cancel the jobs in state ``status`` matching ``task`` / ``queue`` / ``key``."""
+    q = call.query
+    n = await call.app.cancel_many_async(q["status"], q["task"], q["queue"], q["key"])
+    return BulkCancelled(cancelled=n)
+
+
+def _filters() -> tuple[Param, ...]:
+    return (
+        Param("task", description="Only jobs of this task."),
+        Param("queue", description="Only jobs of this queue."),
+        Param("key", description="Only jobs of this key."),
+    )
 
 
 ENDPOINTS: Final = (
@@ -64,13 +67,31 @@ ENDPOINTS: Final = (
         params=(
             Param(
                 "status",
-                choices=("failed", "cancelled"),
+                choices=RETRYABLE,
                 default="failed",
                 description="Which jobs: failed (default) or cancelled.",
             ),
-            Param("task", description="Only jobs of this task."),
-            Param("queue", description="Only jobs of this queue."),
-            Param("key", description="Only jobs of this key."),
+            *_filters(),
+        ),
+        errors=(400,),
+        tags=("jobs",),
+    ),
+    Endpoint(
+        "POST",
+        "/api/v1/jobs/cancel",
+        cancel_matching,
+        BulkCancelled,
+        "Cancel every job matching a filter",
+        access="admin",
+        params=(
+            Param(
+                "status",
+                choices=CANCELLABLE,
+                default="queued",
+                description="Which jobs: queued (default), scheduled, retrying, or running "
+                "(their cancel is requested).",
+            ),
+            *_filters(),
         ),
         errors=(400,),
         tags=("jobs",),

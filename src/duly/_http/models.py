@@ -43,6 +43,7 @@ __all__ = [
     "StatRowOut",
     "StatTotals",
     "Stats",
+    "WatchCheckOut",
     "WatchList",
     "WatchOut",
     "WorkerList",
@@ -207,6 +208,14 @@ class ScheduleRemoved(msgspec.Struct):
     removed: bool
 
 
+class WatchCheckOut(msgspec.Struct):
+    """One check of a watch: its start, how long it ran (seconds), and its outcome."""
+
+    at: datetime
+    seconds: float
+    outcome: Literal["again", "done", "ended", "timeout", "error", "lost"]
+
+
 class WatchOut(msgspec.Struct):
     """One watch (``duly._watch.WatchRecord``): active, or a history row once it ended."""
 
@@ -223,6 +232,8 @@ class WatchOut(msgspec.Struct):
     last_check: datetime | None
     next_check: datetime | None
     ended_at: datetime | None
+    #: The watch's last 100 checks, oldest first.
+    history: list[WatchCheckOut]
 
 
 class WatchList(msgspec.Struct):

@@ -36,9 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 from duly._errors import BackendUnavailable, ConfigurationError
 from duly._ids import ulid_time
+from duly._payload import decode_payload
 from duly._records import JobFilter, NewJob
 from duly._schedule import MAX_CATCH_UP, CatchUp, Schedule, tick_job_id
-from duly._serialization import decode_payload, encode
+from duly._serialization import encode
 from duly.backends.schedules import SCHEDULES, ScheduleRecord, ScheduleStore
 
 if TYPE_CHECKING:
@@ -197,9 +198,10 @@ class Scheduler:
             queue=entry.queue,
             priority=entry.priority,
         )
-        if schedule.overlap == "skip":
+        if schedule.overlap == "skip" and job.unique_key is None:
             # One active job per schedule: the enqueue deduplicates a tick to the job still
             # holding the schedule's key (decided atomically, however many schedulers run).
+            # A task with a unique key of its own keeps it: that key dedupes its ticks.
             job = dataclasses.replace(
                 job, unique_key=schedule.key, unique_until="finish", unique_expires_at=None
             )

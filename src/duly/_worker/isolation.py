@@ -11,14 +11,19 @@ children are reused run after run, and one spare is kept started so a replacemen
 What crosses: the call's already-encoded JSON payload goes in, the result's JSON comes back
 (never a pickle of the arguments). The child finds the function by module and qualified name,
 so an isolated task must be defined at module level. Inside, ``duly.current_job()`` works;
-``cancel_requested`` stays False (a cancel kills the child instead).
+``cancel_requested`` and ``stopping`` stay False (a cancel kills the child instead), ``cursor``
+is the job's last checkpoint, and what ``set_progress`` / ``checkpoint`` set reaches the
+worker (which stores it with its heartbeat) as ``P`` messages.
 
 Messages on the child's pipe: the worker sends a JSON header (``fn``: module and qualname,
 ``job``: the JobContext fields) and the payload; the child answers with one message whose
 first byte says what it holds: ``R`` + result JSON, ``Y`` + seconds (``Retry``), ``T`` +
 seconds (``Throttled``), ``E`` + a pickle of ``(exception or None, type name, message,
 traceback)``; before it, a lone ``S`` when that call imported the function (the first one in
-that child), so a run's timeout never counts its module's import.
+that child), so a run's timeout never counts its module's import, and any number of ``P`` +
+JSON ``{"p": progress, "c": cursor}`` (each the JSON text the job set, or null): what the run
+set since the last one, sent at most every ``_PROGRESS_EVERY`` seconds and once before the
+answer.
 """
 
 from __future__ import annotations
@@ -33,12 +38,15 @@ import multiprocessing
 import pickle
 import signal
 import sys
+import time
 import traceback
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 from duly._context import JobContext, _current
 from duly._errors import JobProcessDied, JobTimeout, Retry, Throttled
+from duly._progress import RunProgress
+from duly._serialization import encode
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
@@ -49,6 +57,8 @@ log = logging.getLogger("duly.worker")
 
 #: Seconds a child that closed its pipe gets to exit before it is killed.
 _EXIT_WAIT = 2.0
+#: Shortest pause between two ``P`` messages of one run (the worker writes once a second).
+_PROGRESS_EVERY = 0.2
 
 
 class _RemoteTraceback(Exception):
@@ -59,6 +69,40 @@ class _RemoteTraceback(Exception):
 
 
 # -- the child's side ------------------------------------------------------------------------
+class _ChildProgress(RunProgress):
+    """An isolated run's progress and checkpoint: sent to the worker over the pipe."""
+
+    __slots__ = ("_conn", "_sent_at")
+
+    def __init__(self, conn: Connection, cursor: bytes | None) -> None:
+        super().__init__(cursor)
+        self._conn = conn
+        self._sent_at = 0.0
+
+    def set_progress(self, fraction: float, message: str | None, now: float) -> None:
+        super().set_progress(fraction, message, now)
+        self._maybe_send()
+
+    def checkpoint(self, cursor: Any) -> None:
+        super().checkpoint(cursor)
+        self._maybe_send()
+
+    def _maybe_send(self) -> None:
+        if time.monotonic() - self._sent_at >= _PROGRESS_EVERY:
+            self.send()
+
+    def send(self) -> None:
+        """Send what was set since the last message, if anything."""
+        report = self.take("")
+        self._sent_at = time.monotonic()
+        if report is not None:
+            text = {
+                "p": None if report.progress is None else report.progress.decode(),
+                "c": None if report.cursor is None else report.cursor.decode(),
+            }
+            self._conn.send_bytes(b"P" + json.dumps(text).encode())
+
+
 def _resolve(module: str, qualname: str) -> Any:
     """The function named ``module.qualname`` (a task object's own function)."""
     from duly._task import Task
@@ -96,7 +140,10 @@ def serve(conn: Connection) -> None:
             payload = conn.recv_bytes()
         except (EOFError, OSError):
             return  # the worker closed the pool (or died)
-        token = _current.set(JobContext(**header["job"]))
+        fields = header["job"]
+        cursor = fields.pop("cursor", None)
+        progress = _ChildProgress(conn, None if cursor is None else encode(cursor))
+        token = _current.set(JobContext(**fields, _progress=progress))
         try:
             ref = (header["fn"][0], header["fn"][1])
             if (known := specs.get(ref)) is None:
@@ -113,6 +160,7 @@ def serve(conn: Connection) -> None:
             reply = _reply(error)
         finally:
             _current.reset(token)
+        progress.send()  # the last values, before the answer
         conn.send_bytes(reply)
 
 
@@ -218,6 +266,7 @@ class IsolatedPool:
                 "max_attempts": job.max_attempts,
                 "key": job.key,
                 "worker": job.worker,
+                "cursor": job.cursor,
             },
         }
         reusable = False
@@ -228,12 +277,12 @@ class IsolatedPool:
             except OSError:
                 pass  # it died meanwhile: its reply reads as EOF below
             if ref in child.known:
-                reply = await self._reply(child, timeout)
+                reply = await self._answer(child, timeout, job)
             else:  # its first call here: the import is not part of the run's time
                 reply = await self._reply(child, None)
                 if reply == b"S":
                     child.known.add(ref)
-                    reply = await self._reply(child, timeout)
+                    reply = await self._answer(child, timeout, job)
             reusable = True
         finally:
             self._busy -= 1
@@ -253,6 +302,27 @@ class IsolatedPool:
             child.kill()
             await asyncio.to_thread(child.reap, _EXIT_WAIT)
         return await self._start()
+
+    async def _answer(self, child: _Child, timeout: float | None, job: JobContext) -> bytes:
+        """The run's answer, its ``P`` messages applied to ``job`` as they come, all within
+        ``timeout`` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            left = None if deadline is None else max(deadline - loop.time(), 0.0)
+            try:
+                reply = await self._reply(child, left)
+            except JobTimeout:
+                raise JobTimeout(
+                    f"timed out after {timeout:g}s (isolated job; its process was killed)"
+                ) from None
+            if reply[:1] != b"P":
+                return reply
+            sent = json.loads(reply[1:])
+            job._progress.apply(
+                None if sent["p"] is None else sent["p"].encode(),
+                None if sent["c"] is None else sent["c"].encode(),
+            )
 
     async def _reply(self, child: _Child, timeout: float | None) -> bytes:
         loop = asyncio.get_running_loop()

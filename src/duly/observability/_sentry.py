@@ -66,7 +66,7 @@ class SentryHook(Hook):
         """With ``retries=True``, report a failed attempt that will be retried."""
         if not self.retries or error is None:
             return
-        from duly._serialization import decode_payload
+        from duly._payload import decode_payload
 
         try:
             args, kwargs = decode_payload(record.payload)

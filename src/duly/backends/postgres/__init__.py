@@ -55,6 +55,7 @@ from duly.backends.postgres import (
     _recover,
     _workers,
 )
+from duly.backends.postgres._bulk import PostgresBulk
 from duly.backends.postgres._connection import Connection
 from duly.backends.postgres._dependencies import PostgresDependencies
 from duly.backends.postgres._events import PostgresEvents
@@ -102,6 +103,7 @@ class PostgresBackend:
         self.events = PostgresEvents(db)
         self.webhooks = PostgresWebhooks(db)
         self.pausing = PostgresPausing(db)
+        self.bulk = PostgresBulk(db)
         self.watches = PostgresWatches(db)
         self.progress = PostgresProgress(db)
         self.schedules = PostgresSchedules(db)

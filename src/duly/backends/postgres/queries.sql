@@ -752,6 +752,9 @@ WITH again AS (
           WHERE h.unique_key = j.unique_key AND h.id <> j.id
             AND (j.unique_expires_at IS NULL OR j.unique_expires_at > j.finished_at)
             AND h.status IN ('scheduled', 'queued', 'running', 'retrying'))
+      -- A dependent cancelled by a dependency runs when that one succeeds, not on its own.
+      AND NOT EXISTS (
+          SELECT 1 FROM {schema}.job_waits w WHERE w.job_id = j.id AND w.waiting > 0)
     RETURNING j.queue
 )
 SELECT (SELECT count(*) FROM again) AS retried,
@@ -1216,3 +1219,74 @@ SELECT count(pg_notify(%(channel)s, name)) AS resumed FROM resumed;
 
 -- name: paused_queues
 SELECT name, paused_at FROM {schema}.queues WHERE paused_at IS NOT NULL ORDER BY name;
+
+
+-- Bulk actions (duly.backends.bulk): `cancel` and `retry` over a batch, one statement each.
+
+-- name: cancel_many
+-- `cancel` for every id of %(ids)s (text[]) whose job is in %(status)s (an active status) when
+-- its row is locked: FOR UPDATE re-reads a row changed meanwhile and skips it if it left that
+-- status. Returns per job: gate, was_waiting (as `cancel`).
+WITH cur AS (
+    SELECT j.id, j.status, j.parked
+    FROM {schema}.jobs j
+    WHERE j.id = ANY(%(ids)s::text[]) AND j.status = %(status)s
+      AND j.status IN ('scheduled', 'queued', 'running', 'retrying')
+    ORDER BY j.id
+    FOR UPDATE
+)
+UPDATE {schema}.jobs j
+SET status = CASE WHEN cur.status = 'running' THEN 'running' ELSE 'cancelled' END,
+    finished_at = CASE WHEN cur.status = 'running' THEN NULL ELSE %(now)s END,
+    lease_until = CASE WHEN cur.status = 'running' THEN j.lease_until END,
+    expire_at = %(expire_at)s, parked = false
+FROM cur
+WHERE j.id = cur.id
+RETURNING j.gate, cur.status = 'queued' AND NOT cur.parked;
+
+-- name: fresh_cancelled_many
+-- After cancel_many, in its transaction: `fresh_cancelled` for each of %(ids)s.
+UPDATE {schema}.freshness f
+SET (last_error, job_id, follow_up) = (
+        SELECT x.last_error, x.job_id, x.follow_up
+        FROM {schema}.fresh_after(f, 'cancelled', NULL, NULL, %(now)s) x)
+FROM {schema}.jobs j
+WHERE f.job_id = ANY(%(ids)s::text[]) AND j.id = f.job_id AND j.status = 'cancelled';
+
+-- name: retry_take_over_many
+-- `retry_take_over` for every id of %(ids)s.
+UPDATE {schema}.jobs h
+SET unique_key = NULL
+FROM {schema}.jobs j
+WHERE j.id = ANY(%(ids)s::text[]) AND j.status = %(status)s
+  AND (j.unique_expires_at IS NULL OR j.unique_expires_at > j.finished_at)
+  AND h.unique_key = j.unique_key AND h.id <> j.id
+  AND h.status IN ('scheduled', 'queued', 'running', 'retrying')
+  AND h.unique_expires_at <= %(now)s;
+
+-- name: retry_many
+-- `retry` for every id of %(ids)s whose job is in %(status)s ('failed' or 'cancelled'). Two of
+-- them taking the same unique key fail the statement on jobs_unique (the caller then retries
+-- them one by one). Returns: retried, woken.
+WITH again AS (
+    UPDATE {schema}.jobs j
+    SET status = 'queued', attempts = 0, lost = 0, finished_at = NULL, result = NULL,
+        expire_at = NULL, worker = NULL, lease_until = NULL, rate_slot = NULL,
+        position = %(now)s,
+        unique_key = CASE WHEN j.unique_expires_at <= j.finished_at THEN NULL
+                          ELSE j.unique_key END
+    WHERE j.id = ANY(%(ids)s::text[]) AND j.status = %(status)s
+      AND j.status IN ('failed', 'cancelled')
+      AND NOT EXISTS (
+          SELECT 1 FROM {schema}.jobs h
+          WHERE h.unique_key = j.unique_key AND h.id <> j.id
+            AND (j.unique_expires_at IS NULL OR j.unique_expires_at > j.finished_at)
+            AND h.status IN ('scheduled', 'queued', 'running', 'retrying'))
+      -- A dependent cancelled by a dependency runs when that one succeeds, not on its own.
+      AND NOT EXISTS (
+          SELECT 1 FROM {schema}.job_waits w WHERE w.job_id = j.id AND w.waiting > 0)
+    RETURNING j.queue
+)
+SELECT (SELECT count(*) FROM again) AS retried,
+       (SELECT count(pg_notify(%(channel)s, q)) FROM (SELECT DISTINCT queue AS q FROM again) d)
+           AS woken;

@@ -45,6 +45,7 @@ from duly.backends.redis import (
     _recover,
     _workers,
 )
+from duly.backends.redis._bulk import RedisBulk
 from duly.backends.redis._connection import RedisConnection
 from duly.backends.redis._dependencies import RedisDependencies
 from duly.backends.redis._durable import Durability
@@ -86,6 +87,7 @@ class RedisBackend:
         self.events = RedisEvents(conn)
         self.webhooks = RedisWebhooks(conn)
         self.pausing = RedisPausing(conn)
+        self.bulk = RedisBulk(conn)
         self.watches = RedisWatches(conn)
         self.progress = RedisProgress(conn)
         self.schedules = RedisSchedules(conn)

@@ -3,13 +3,13 @@
 Each script is its own file ``lua/<name>.lua``, whose header documents KEYS, ARGV and the
 invariants it keeps and names the include files it builds on, one ``--@include _<file>`` line
 each (``lua/_jobs.lua`` the keys and scores, ``_unique``, ``_concurrency``, ``_events``,
-``_groups``, ``_cancel``, ``_freshness``, ``_handoff``, ``_pausing``: one capability's Lua
-each; an include names its own includes the same way). At compile time the includes are
-resolved (each after those it includes; an unknown one or a cycle is a ``LuaIncludeError``) and
-the script gets the definitions of them it uses, then its body. Scripts are registered with
-``SCRIPT LOAD`` at ``open`` and called with ``EVALSHA``; a ``NOSCRIPT`` reply (the server
-restarted or flushed its script cache) loads the script again and repeats the call, which is
-safe because a ``NOSCRIPT`` call did nothing.
+``_groups``, ``_cancel``, ``_freshness``, ``_handoff``, ``_pausing``, ``_operator``: one
+capability's Lua each; an include names its own includes the same way). At compile time the
+includes are resolved (each after those it includes; an unknown one or a cycle is a
+``LuaIncludeError``) and the script gets the definitions of them it uses, then its body.
+Scripts are registered with ``SCRIPT LOAD`` at ``open`` and called with ``EVALSHA``; a
+``NOSCRIPT`` reply (the server restarted or flushed its script cache) loads the script again
+and repeats the call, which is safe because a ``NOSCRIPT`` call did nothing.
 
 Each seam module (``_enqueue.py``, ``_claim.py``, ...) builds its scripts' KEYS and ARGV and
 calls them through ``RedisConnection.call`` (``_connection.py``); turning replies into records
@@ -210,6 +210,8 @@ class Scripts:
         self.freshness_forget = Script("freshness_forget")
         self.queue_ages = Script("queue_ages")
         self.resume = Script("resume")
+        self.cancel_many = Script("cancel_many")
+        self.retry_many = Script("retry_many")
         self.move_watch = Script("move_watch")
         self.skip_tick = Script("skip_tick")
         self.all = tuple(v for v in vars(self).values() if isinstance(v, Script))

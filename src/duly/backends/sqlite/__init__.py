@@ -57,6 +57,7 @@ from duly.backends.sqlite import (
     _wake,
     _workers,
 )
+from duly.backends.sqlite._bulk import SqliteBulk
 from duly.backends.sqlite._connection import QUERIES, SqliteConnection, path_from_url
 from duly.backends.sqlite._dependencies import SqliteDependencies
 from duly.backends.sqlite._events import SqliteEvents
@@ -98,6 +99,7 @@ class SqliteBackend:
         self.events = SqliteEvents(self._db)
         self.webhooks = SqliteWebhooks(self._db)
         self.pausing = SqlitePausing(self._db, self._signal)
+        self.bulk = SqliteBulk(self._db, self._signal)
         self.watches = SqliteWatches(self._db)
         self.progress = SqliteProgress(self._db)
         self.schedules = SqliteSchedules(self._db)

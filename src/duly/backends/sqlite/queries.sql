@@ -390,7 +390,9 @@ UPDATE jobs
 SET status = 'queued', attempts = 0, lost = 0, finished_at = NULL, result = NULL,
     expire_at = NULL, worker = NULL, lease_until = NULL, position = :now,
     unique_key = :unique_key, rate_slot = NULL
-WHERE id = :id AND status IN ('failed', 'cancelled');
+WHERE id = :id AND status IN ('failed', 'cancelled')
+  -- A dependent cancelled by a dependency runs when that one succeeds, not on its own.
+  AND NOT EXISTS (SELECT 1 FROM job_waits w WHERE w.job_id = :id AND w.waiting > 0);
 
 -- name: rate_states
 -- reserve_rate: the stored GCRA state of the keys (JSON array).
@@ -714,3 +716,10 @@ DELETE FROM paused_queues WHERE queue = :queue;
 
 -- name: paused_queues
 SELECT queue, paused_at FROM paused_queues ORDER BY queue;
+
+-- Bulk actions (duly.backends.bulk).
+
+-- name: bulk_candidates
+-- The ids of a batch (JSON array) whose job is in :status now, in id order.
+SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND status = :status
+ORDER BY id;

@@ -1,5 +1,5 @@
 // Jobs: filter by status / task / queue / key, look up by id, page with the API's cursor
-// (`before=`), and retry every failed job matching the filter (admin).
+// (`before=`), and retry or cancel every job matching the filter (admin).
 
 import { ApiError, get, isAdmin, post } from "../api.js";
 import { h, replace } from "../dom.js";
@@ -48,11 +48,25 @@ function filterForm(ctx, current) {
   return h("div", { class: "toolbar" }, form, lookup);
 }
 
-// "Retry all failed jobs matching this filter", confirmed by a second click.
-function bulkRetry(current, done) {
-  if (!isAdmin() || current.status !== "failed") return null;
+// "Retry all matching failed jobs" / "Cancel all matching queued jobs": every job of the
+// filter, confirmed by a second click (admin only).
+const BULK = {
+  retry: { statuses: ["failed", "cancelled"], path: "jobs/retry", count: "retried", verb: "retried", doing: "retrying…" },
+  cancel: {
+    statuses: ["scheduled", "queued", "running", "retrying"],
+    path: "jobs/cancel",
+    count: "cancelled",
+    verb: "cancelled",
+    doing: "cancelling…",
+  },
+};
+
+function bulkAction(action, current, done) {
+  const spec = BULK[action];
+  if (!isAdmin() || !spec.statuses.includes(current.status)) return null;
+  const label = `${action === "retry" ? "Retry" : "Cancel"} all matching ${current.status} jobs`;
   const note = h("span", { class: "action-note", role: "status" });
-  const button = h("button", { type: "button", class: "action", id: "bulk-retry" }, "Retry all matching failed jobs");
+  const button = h("button", { type: "button", class: "action", id: `bulk-${action}` }, label);
   let armed = false;
   button.addEventListener("click", async () => {
     if (!armed) {
@@ -61,17 +75,17 @@ function bulkRetry(current, done) {
       return;
     }
     button.disabled = true;
-    note.textContent = "retrying…";
+    note.textContent = spec.doing;
     try {
-      const body = await post("jobs/retry", current);
-      note.textContent = `${body.retried} job(s) retried`;
+      const body = await post(spec.path, current);
+      note.textContent = `${body[spec.count]} job(s) ${spec.verb}`;
       done();
     } catch (exc) {
       note.textContent = exc instanceof ApiError ? exc.message : String(exc);
     } finally {
       armed = false;
       button.disabled = false;
-      button.textContent = "Retry all matching failed jobs";
+      button.textContent = label;
     }
   });
   return h("div", { class: "bulk" }, button, note);
@@ -99,7 +113,8 @@ export async function render(ctx) {
     ctx.view.dataset.updated = String(Date.now());
   }
 
-  replace(bulk, bulkRetry(current, () => refresh().catch(() => {})));
+  const again = () => refresh().catch(() => {});
+  replace(bulk, bulkAction("retry", current, again), bulkAction("cancel", current, again));
   await refresh();
   if (!before) {
     // The first page follows new jobs live; older pages stay put while you read them.

@@ -1,7 +1,8 @@
-// Watches: the active ones, and the history of ended ones with their reasons.
+// Watches: the active ones, and the history of ended ones with their reasons; each watch's
+// last checks (start, duration, outcome) open under its "Checks" cell.
 
 import { get } from "../api.js";
-import { ago, badge, card, h, replace, table } from "../dom.js";
+import { ago, badge, card, duration, h, replace, table } from "../dom.js";
 import { subscribe, throttle } from "../live.js";
 import { jobLink, link, pager, query } from "../ui.js";
 
@@ -11,13 +12,41 @@ export function argsText(w) {
   return parts.join(", ");
 }
 
+// The watches whose checks are open: kept open across the live refreshes.
+const openChecks = new Set();
+
+function took(seconds) {
+  return seconds < 1 ? `${Math.round(seconds * 1000)} ms` : duration(seconds);
+}
+
+export function checksCell(w) {
+  const history = w.history || [];
+  if (!history.length) return String(w.checks);
+  const rows = history
+    .slice()
+    .reverse()
+    .map((c) =>
+      h("tr", { class: "check", dataset: { outcome: c.outcome } }, h("td", null, ago(c.at)), h("td", { class: "num" }, took(c.seconds)), h("td", null, badge(c.outcome))),
+    );
+  return h(
+    "details",
+    {
+      class: "checks",
+      open: openChecks.has(w.job_id),
+      ontoggle: (event) => (event.target.open ? openChecks.add(w.job_id) : openChecks.delete(w.job_id)),
+    },
+    h("summary", null, `${w.checks} · last ${history[history.length - 1].outcome}`),
+    h("table", { class: "grid checks" }, h("thead", null, h("tr", null, h("th", null, "Check"), h("th", { class: "num" }, "Took"), h("th", null, "Outcome"))), h("tbody", null, rows)),
+  );
+}
+
 export const WATCH_COLUMNS = [
   { title: "Watch", cell: (w) => w.watch },
   { title: "Arguments", cell: (w) => h("code", null, argsText(w)) },
   { title: "Job", cell: (w) => jobLink(w.job_id) },
   { title: "State", cell: (w) => badge(w.state) },
   { title: "Reason", cell: (w) => w.reason || h("span", { class: "muted" }, "—") },
-  { title: "Checks", class: "num", cell: (w) => String(w.checks) },
+  { title: "Checks", class: "num", cell: checksCell },
   { title: "Started", cell: (w) => ago(w.started_at) },
   { title: "Last check", cell: (w) => ago(w.last_check) },
   { title: "Next check", cell: (w) => ago(w.next_check) },

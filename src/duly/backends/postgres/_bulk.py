@@ -1,0 +1,77 @@
+"""Bulk actions on PostgreSQL (``duly.backends.bulk``): ``cancel_many`` and ``retry_many``
+(``queries.sql``) apply ``cancel`` / ``retry`` to a whole batch in one transaction of a few
+statements, whatever its size; the triggers keep events, groups and dependents as for one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from duly.backends.bulk import MAX_BATCH
+from duly.backends.postgres._concurrency import free_gates
+from duly.backends.postgres._connection import Connection
+from duly.backends.postgres._operator import retry as retry_one
+
+__all__ = ["PostgresBulk"]
+
+
+class PostgresBulk:
+    """``duly.backends.bulk.BulkActions`` on PostgreSQL (``backend.bulk``)."""
+
+    def __init__(self, db: Connection) -> None:
+        self._db = db
+
+    async def cancel(
+        self, job_ids: Sequence[str], status: str, now: float, expire_at: float
+    ) -> int:
+        """One transaction: cancel_many, the gate turns passed on, the scopes of syncs."""
+        if not job_ids:
+            return 0
+        db = self._db
+        params: dict[str, object] = {
+            "ids": list(job_ids[:MAX_BATCH]),
+            "status": status,
+            "now": float(now),
+            "expire_at": float(expire_at),
+        }
+
+        async def run(conn: psycopg.AsyncConnection[Any]) -> int:
+            cur = await conn.execute(db.q["cancel_many"], params)
+            rows = await cur.fetchall()
+            passed_on = [gate for gate, was_waiting in rows if gate is not None and was_waiting]
+            if passed_on:
+                await free_gates(db, conn, [], passed_on)
+            if rows:
+                await conn.execute(db.q["fresh_cancelled_many"], params)
+            return len(rows)
+
+        return await db.transaction(run)
+
+    async def retry(self, job_ids: Sequence[str], status: str, now: float) -> int:
+        """One transaction: retry_take_over_many then retry_many; if two jobs of the batch
+        take the same unique key (rolled back), one transaction per job instead."""
+        if not job_ids:
+            return 0
+        db = self._db
+        ids = list(job_ids[:MAX_BATCH])
+        params: dict[str, object] = {
+            "ids": ids,
+            "status": status,
+            "now": float(now),
+            "channel": db.channel,
+        }
+
+        async def run(conn: psycopg.AsyncConnection[Any]) -> int:
+            await conn.execute(db.q["retry_take_over_many"], params)
+            cur = await conn.execute(db.q["retry_many"], params)
+            row = await cur.fetchone()
+            assert row is not None
+            return int(row[0])
+
+        try:
+            return await db.transaction(run)
+        except psycopg.errors.UniqueViolation:
+            record = [await retry_one(db, job_id, now) for job_id in ids]  # rare: see above
+            return sum(record)
