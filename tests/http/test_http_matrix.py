@@ -35,7 +35,9 @@ def test_every_route_by_token(hub: Hub) -> None:
             {"json": {"task": hub.add.name, "args": [1, 2], "every": 60}} if endpoint.body else {}
         )
 
-        def call(path: str, method: str = endpoint.method, **kw: object) -> Any:
+        def call(
+            path: str, method: str = endpoint.method, body: dict[str, Any] = body, **kw: object
+        ) -> Any:
             return hub.client.request(method, path, **body, **kw)
 
         anonymous = call(path)
