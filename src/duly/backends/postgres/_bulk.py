@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg
 
+from duly._records import ID_CEILING, JobFilter
 from duly.backends.bulk import MAX_BATCH
 from duly.backends.postgres._concurrency import free_gates
 from duly.backends.postgres._connection import Connection
@@ -22,6 +23,25 @@ class PostgresBulk:
 
     def __init__(self, db: Connection) -> None:
         self._db = db
+
+    async def matching(self, where: JobFilter, cursor: str | None) -> tuple[list[str], str | None]:
+        """A page of matching ids, keyset by id (the cursor: the last one)."""
+        params: dict[str, object] = {
+            "status": where.status,
+            "task": where.task,
+            "queue": where.queue,
+            "key": where.key,
+            "before": ID_CEILING if cursor is None else cursor,
+            "limit": MAX_BATCH,
+        }
+        db = self._db
+
+        async def read(conn: psycopg.AsyncConnection[Any]) -> list[str]:
+            cur = await conn.execute(db.q["bulk_ids"], params)
+            return [str(row[0]) for row in await cur.fetchall()]
+
+        ids = await db.transaction(read, retry=True, atomic=False)
+        return ids, (ids[-1] if len(ids) == MAX_BATCH else None)
 
     async def cancel(
         self, job_ids: Sequence[str], status: str, now: float, expire_at: float

@@ -1227,6 +1227,19 @@ SELECT name, paused_at FROM {schema}.queues WHERE paused_at IS NOT NULL ORDER BY
 
 -- Bulk actions (duly.backends.bulk): `cancel` and `retry` over a batch, one statement each.
 
+-- name: bulk_ids
+-- A bulk action's page: the ids only (never a payload) of jobs in %(status)s below
+-- %(before)s, newest first (keyset by id).
+SELECT j.id
+FROM {schema}.jobs j
+WHERE j.status = %(status)s
+  AND j.id < %(before)s
+  AND (%(task)s::text IS NULL OR j.task = %(task)s)
+  AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
+  AND (%(key)s::text IS NULL OR j.key = %(key)s)
+ORDER BY j.id DESC
+LIMIT %(limit)s;
+
 -- name: cancel_many
 -- `cancel` for every id of %(ids)s (text[]) whose job is in %(status)s (an active status) when
 -- its row is locked: FOR UPDATE re-reads a row changed meanwhile and skips it if it left that

@@ -724,6 +724,18 @@ SELECT queue, paused_at FROM paused_queues ORDER BY queue;
 
 -- Bulk actions (duly.backends.bulk).
 
+-- name: bulk_ids
+-- A bulk action's page: the ids only (never a payload) of jobs in :status below :before,
+-- newest first, through the jobs_status index.
+SELECT id FROM jobs INDEXED BY jobs_status
+WHERE status = :status
+  AND id < :before
+  AND (:task IS NULL OR task = :task)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:key IS NULL OR key = :key)
+ORDER BY id DESC
+LIMIT :limit;
+
 -- name: bulk_candidates
 -- The ids of a batch (JSON array) whose job is in :status now, in id order.
 SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND status = :status
