@@ -286,3 +286,18 @@ async def test_a_dependent_deeper_than_the_cap_is_refused(backend: Backend) -> N
     await run(backend, line[0].id, failed(line[0].id))
     assert (await job(backend, line[-1].id)).status == "cancelled"
     assert (await job(backend, line[half].id)).status == "cancelled"
+
+
+async def test_released_dependents_queue_in_the_order_they_were_released(
+    backend: Backend,
+) -> None:
+    # Released at their dependency's finish, whenever they were enqueued (as the SQL
+    # backends place them): the one enqueued last but released first runs first.
+    a, b = new_job(), new_job()
+    await enqueue(backend, a, b)
+    early, late = after(b), after(a, at=T0 + 5)
+    await store(backend, early, late)
+    assert sorted(await claim_ids(backend, W1, limit=2)) == sorted([a.id, b.id])
+    assert await finish_one(backend, W1, ok(a.id), T0 + 6)
+    assert await finish_one(backend, W1, ok(b.id), T0 + 7)
+    assert await claim_ids(backend, W1, limit=2, now=T0 + 8) == [late.id, early.id]
