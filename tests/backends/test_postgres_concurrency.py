@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -193,7 +194,9 @@ def test_claim_plans_keep_to_their_indexes(postgres_url: str, schema: str) -> No
                 cur = await conn.execute(b"EXPLAIN " + backend._db.q[name], params)
                 plans[name] = "\n".join(row[0] for row in await cur.fetchall())
             await conn.rollback()
-        assert "Index Cond: ((queue = q.name) AND (parked = false))" in plans["claim"]
+        # (q or q_1: the planner renames the unnest of the queues when it is read twice)
+        ready = r"Index Cond: \(\(queue = q(_\d+)?\.name\) AND \(parked = false\)\)"
+        assert re.search(ready, plans["claim"])
         assert "using jobs_ready" in plans["claim"]
         assert "Index Cond: ((gate = f.gate) AND (parked = true))" in plans["gate_unpark"]
         for plan in plans.values():

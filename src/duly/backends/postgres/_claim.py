@@ -33,9 +33,12 @@ async def claim(
     expired: dict[str, None] = {}  # ids, in the order met
     try:
         async with db.conn() as conn:
-            # Each statement is a claim of its own (autocommit). Another one follows only
-            # when the last one met gated jobs and there is room left: each such round
-            # takes a gated job or parks one, so this ends; plain jobs take one round.
+            # Each round is a claim of its own: one round trip, in pipeline mode, so its two
+            # statements (the queues' shared advisory locks against a pause, then the claim,
+            # with a snapshot taken after them; see claim_lock) are one implicit transaction
+            # up to the pipeline's Sync: no BEGIN/COMMIT. Another round follows only when the
+            # last one met gated jobs and there is room left: each such round takes a gated
+            # job or parks one, so this ends; plain jobs take one round.
             while len(taken) < limit:
                 params: dict[str, object] = {
                     "queues": list(queues),
@@ -44,9 +47,12 @@ async def claim(
                     "now": float(now),
                     "worker": worker,
                     "lease_until": float(lease_until),
+                    "schema": db.schema,
                 }
-                cur = await conn.execute(db.q["claim"], params)
-                rows = await cur.fetchall()
+                async with conn.pipeline():
+                    await conn.execute(db.q["claim_lock"], params)
+                    cur = await conn.execute(db.q["claim"], params)
+                    rows = await cur.fetchall()
                 columns = _rows.CLAIM(cur)
                 claimed, full, gated = columns.read(rows)
                 expired.update(dict.fromkeys(columns.expired(rows)))

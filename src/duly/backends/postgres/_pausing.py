@@ -1,13 +1,19 @@
 """Paused queues on PostgreSQL (``duly.backends.pausing``): ``queues.paused_at``
 (0012_paused_queues.sql).
 
-The claim statement reads each queue's row FOR SHARE and skips a paused one. A pause is an
-upsert of that row: it waits for the claims holding it, and a claim that meets the pause's
-lock waits for it and reads the row it committed (READ COMMITTED re-reads a locked row). So a
-claim committed after ``pause`` returned never starts a job of that queue.
+Each queue has an advisory lock (``claim_lock`` / ``pause_lock`` in ``queries.sql``; in memory,
+no row lock, no WAL). A claim's transaction takes it shared before its claim statement, a pause
+takes it exclusive before its upsert: the pause waits for the claims under way, and a claim
+that comes later waits for the pause to commit, then its claim statement (a snapshot taken
+after the lock) sees ``paused_at``. So a claim committed after ``pause`` returned never starts
+a job of that queue.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+import psycopg
 
 from duly.backends.postgres._connection import Connection
 
@@ -23,8 +29,15 @@ class PostgresPausing:
     async def pause(self, queue: str, now: float) -> bool:
         """Set the queue's ``paused_at``; False if it was set already (idempotent: resent
         after a dead connection)."""
-        row = await self._db.one("pause_queue", {"queue": queue, "now": float(now)}, retry=True)
-        return row is not None
+        db = self._db
+        params: dict[str, object] = {"queue": queue, "now": float(now), "schema": db.schema}
+
+        async def run(conn: psycopg.AsyncConnection[Any]) -> bool:
+            await conn.execute(db.q["pause_lock"], params)
+            cur = await conn.execute(db.q["pause_queue"], params)
+            return await cur.fetchone() is not None
+
+        return await db.transaction(run, retry=True, pipeline=True)
 
     async def resume(self, queue: str) -> bool:
         """Clear it and notify the queue's waiting workers; False if it was not set."""

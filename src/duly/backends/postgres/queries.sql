@@ -222,6 +222,18 @@ LEFT JOIN holders x ON x.ord = n.ord
 ORDER BY n.ord;
 
 
+-- name: claim_lock
+-- First statement of a claim's transaction: the shared advisory lock of each queue of
+-- %(queues)s (pause_lock takes it exclusive), held until commit. Advisory locks live in
+-- memory: an empty poll writes nothing. The key: the OID of this schema's `queues` table in
+-- the high 32 bits (distinct per schema, and never in the 0..2^32 range of the migration
+-- lock, whose keys are CRC32s), the queue's hashtext in the low 32 bits (two queues sharing
+-- one only wait for each other's pauses).
+SELECT count(pg_advisory_xact_lock_shared(
+           (to_regclass(quote_ident(%(schema)s) || '.queues')::oid::bigint << 32)
+           | (hashtext(q.name)::bigint & 4294967295)))
+FROM unnest(%(queues)b::text[]) AS q(name);
+
 -- name: claim
 -- Up to %(limit)s queued jobs, queue by queue in the order of %(queues)s (text[]), each queue
 -- read through jobs_ready (parked = false) in (priority DESC, position, id) order. The nested
@@ -241,11 +253,10 @@ ORDER BY n.ord;
 WITH candidates AS (
     SELECT q.pos, c.id, c.lost, c.priority, c.position, c.gate, c.gate_limit
     FROM unnest(%(queues)b::text[]) WITH ORDINALITY AS q(name, pos)
-    -- A paused queue gives nothing. FOR SHARE makes a pause (an UPDATE of the row) wait for
-    -- this claim, and this claim wait for a pause and read the row it committed.
-    LEFT JOIN LATERAL (
-        SELECT k.paused_at FROM {schema}.queues k WHERE k.name = q.name FOR SHARE
-    ) AS k ON true
+    -- A paused queue gives nothing. No row lock: claim_lock, the statement before this one
+    -- in the claim's transaction, orders it with a pause, and this statement's snapshot,
+    -- taken after that lock, sees any pause committed before.
+    LEFT JOIN {schema}.queues k ON k.name = q.name
     CROSS JOIN LATERAL (
         SELECT j.id, j.lost, j.priority, j.position, j.gate, j.gate_limit
         FROM {schema}.jobs j
@@ -1205,9 +1216,16 @@ SELECT key, count, last_tick FROM {schema}.skipped_ticks;
 
 -- Paused queues (0012_paused_queues.sql).
 
+-- name: pause_lock
+-- First statement of a pause's transaction: the queue's advisory lock (see claim_lock),
+-- exclusive: waits for the claims holding it, and later claims wait for this commit.
+SELECT pg_advisory_xact_lock(
+           (to_regclass(quote_ident(%(schema)s) || '.queues')::oid::bigint << 32)
+           | (hashtext(%(queue)s)::bigint & 4294967295));
+
 -- name: pause_queue
--- Marks the queue paused (a new row for a queue never enqueued to); the upsert waits for the
--- claims holding the row FOR SHARE. Returns a row only if it was not paused yet.
+-- Marks the queue paused (a new row for a queue never enqueued to), after pause_lock in its
+-- transaction. Returns a row only if it was not paused yet.
 INSERT INTO {schema}.queues AS k (name, paused_at) VALUES (%(queue)s, %(now)s)
 ON CONFLICT (name) DO UPDATE SET paused_at = excluded.paused_at WHERE k.paused_at IS NULL
 RETURNING true AS paused;
