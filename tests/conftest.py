@@ -9,7 +9,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 from services import POSTGRES_URL, REDIS_URL, require_service
+
+# A property holds or not whatever the machine's load: no per-example deadline, and no health
+# check on how fast examples are generated (both failed on a loaded 2-core machine).
+settings.register_profile(
+    "duly", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.load_profile("duly")
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the chaos package holds the private Redis topologies

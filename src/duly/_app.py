@@ -176,19 +176,21 @@ class App(AppQueries, AppFeatures):
 
         ``retries`` (default 3) with ``backoff`` (default ``Backoff(base=1, cap=300)``;
         ``Backoff.constant(s)``, ``Backoff.linear(step, cap)`` or a callable ``(attempt,
-        error) -> seconds | timedelta``),
-        ``retry_on`` (exception types worth retrying; default any Exception), ``timeout``
-        (seconds), ``queue``, ``priority``, ``retention`` / ``failed_retention`` (how long
-        finished jobs are kept), ``name`` (default ``module.qualname``), ``retry_from_start``
-        (after a failure, run again from the start, not from the job's last ``checkpoint``),
-        ``isolated`` (each run in a child process of the worker's pool: a crash, a timeout or
-        a cancel ends that child only; a module-level function; see
-        ``duly._worker.isolation``).
+        error) -> seconds | timedelta``), ``retry_on`` (exception types worth retrying;
+        default any Exception), ``timeout`` (seconds), ``queue``, ``priority``, ``retention``
+        / ``failed_retention`` (how long finished jobs are kept), ``name`` (default
+        ``module.qualname``), ``retry_from_start`` (after a failure, run again from the start,
+        not from the job's last ``checkpoint``), ``isolated`` (each run in a child process of
+        the worker's pool: a crash, a timeout or a cancel ends that child only; a module-level
+        function; see ``duly._worker.isolation``), ``expires`` (seconds: a job not started
+        that long after its enqueue never runs; it ends cancelled with ``JobExpired``).
 
         Concurrency control (templates over the parameters, e.g. ``"{team_id}:{scope}"``):
         ``unique`` (or ``True`` for all arguments): while such a job is scheduled, queued or
         running, enqueue returns it (``job.deduplicated``); held until ``unique_until``
-        ("finish" or "start"), at most ``unique_ttl``. ``mutex``: one running job per key, the
+        ("finish" or "start"), at most ``unique_ttl``. ``debounce`` (seconds, with
+        ``unique``): each job waits that long, and an enqueue that finds it still waiting
+        pushes it back and replaces its arguments. ``mutex``: one running job per key, the
         others wait. ``concurrency=N`` with ``concurrency_key``: N running per key.
         ``rate_limit="10/s"`` (``/m``, ``/h``, ``/d``) with ``rate_key``: starts per period
         across all workers; jobs over the limit are deferred, not failed.

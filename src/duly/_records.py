@@ -109,6 +109,10 @@ class NewJob:
     #: A job still waiting at this time never starts: the claim that finds it ends it
     #: ``cancelled`` with a ``JobExpired`` error (``options(expires=)``), kept ``EXPIRED_KEEP``.
     expires_at: float | None = None
+    #: With ``unique_key``: a holder of the key still waiting (scheduled or queued, not
+    #: started) takes this job's ``payload`` and ``scheduled_for`` (``debounce=``; it becomes
+    #: ``scheduled``), in the same atomic step that finds it; the enqueue reports it.
+    debounce: bool = False
     #: Text a hook carries from enqueue to the runs (trace context and the like), set in its
     #: ``enqueuing``; stored inside ``payload`` once the hooks ran (``with_headers``), read back
     #: as ``JobRecord.headers``. Never an argument of the task.

@@ -52,6 +52,7 @@ class TaskSettings(WatchTaskSettings, total=False):
     timeout: float | timedelta | None
     isolated: bool
     expires: float | timedelta | None
+    debounce: float | timedelta | None
     unique: str | bool | None
     unique_until: Literal["start", "finish"]
     unique_ttl: float | timedelta | None
@@ -95,6 +96,20 @@ def task_config(
         raise ConfigurationTypeError(f"unknown task settings: {', '.join(sorted(unknown))}")
     unique = settings.get("unique")
     unique_until = settings.get("unique_until", "finish")
+    debounce = _optional_seconds(settings.get("debounce"), "debounce")
+    if debounce is not None:
+        if not debounce > 0:
+            raise ConfigurationError(f"debounce must be > 0 seconds, got {debounce!r}")
+        if unique is None or unique is False:
+            raise ConfigurationError(
+                'debounce= needs unique= (which calls are "the same"), e.g. unique="{doc_id}"'
+            )
+        if settings.get("unique_until", "start") != "start":
+            raise ConfigurationError(
+                "debounce= holds its key until the job starts (a new call while it runs "
+                "waits as a new job): drop unique_until='finish'"
+            )
+        unique_until = "start"
     if watch is not None:
         if unique is not None:
             raise ConfigurationError("a watch is unique by its arguments; drop unique=")
@@ -132,6 +147,7 @@ def task_config(
         backoff=_backoff(settings.get("backoff")),
         timeout=_optional_seconds(settings.get("timeout"), "timeout"),
         expires=_optional_seconds(settings.get("expires"), "expires"),
+        debounce=debounce,
         retry_on=tuple(retry_on) if retry_on is not None else (Exception,),
         retention=_optional_seconds(settings.get("retention"), "retention"),
         failed_retention=_optional_seconds(settings.get("failed_retention"), "failed_retention"),

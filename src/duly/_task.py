@@ -103,6 +103,9 @@ class TaskConfig:
     retry_from_start: bool = False
     #: Seconds after its enqueue a job still waiting never starts (``expires=``), or None.
     expires: float | None = None
+    #: Seconds a job of this (unique) task waits after its latest enqueue (``debounce=``):
+    #: an enqueue that finds it still waiting pushes it back and replaces its arguments.
+    debounce: float | None = None
     #: Parameters shown as ``"***"`` outside the worker (``duly._secrets``).
     secret: tuple[str, ...] = ()
     #: The positions at which those parameters may be passed (sealed there too).
@@ -168,6 +171,7 @@ class TaskConfig:
             enqueued_at=now,
             scheduled_for=scheduled_for,
             expires_at=expires_at if expires_at is not None else self._expires_at(now),
+            debounce=self.debounce is not None,
             **fields,
         )
 
@@ -297,6 +301,8 @@ class Signature:
             scheduled_for = opts.at.timestamp()
         elif opts.delay:
             scheduled_for = now + opts.delay
+        elif config.debounce is not None:
+            scheduled_for = now + config.debounce  # the quiet time after the latest call
         else:
             scheduled_for = now
         job = config.new_job(

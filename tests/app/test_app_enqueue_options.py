@@ -204,3 +204,53 @@ def test_an_invalid_expiry_is_refused_before_anything_is_stored(app: duly.App, b
     with pytest.raises(duly.ConfigurationError):
         x.options(expires=bad).enqueue()
     assert app.jobs(task=x.name) == []
+
+
+# -- debounce= ---------------------------------------------------------------------------------
+
+
+def test_debounce_runs_once_with_the_last_arguments_after_the_calls_stop(
+    make_app, run_burst
+) -> None:
+    clock = duly.ManualClock()
+    app = make_app(clock=clock)
+    ran: list[tuple[int, str]] = []
+
+    @app.task(name="t.reindex", unique="{doc_id}", debounce=timedelta(seconds=10))
+    def reindex(doc_id: int, text: str) -> None:
+        ran.append((doc_id, text))
+
+    first = reindex.enqueue(7, "a")
+    assert info_of(app, first.id).scheduled_for == datetime.fromtimestamp(clock.now() + 10, UTC)
+    clock.advance(5)
+    again = reindex.enqueue(7, "b")
+    assert (again.id, again.deduplicated) == (first.id, True)
+    info = info_of(app, first.id)
+    assert info.args == [7, "b"] and info.status == "scheduled"
+    assert info.scheduled_for == datetime.fromtimestamp(clock.now() + 10, UTC)  # pushed back
+    other = reindex.enqueue(8, "x")  # another key: a job of its own
+    assert not other.deduplicated
+    clock.advance(6)
+    run_burst(app)
+    assert ran == []  # 11 s after the first call, 6 s after the last: still waiting
+    clock.advance(5)
+    run_burst(app)
+    assert sorted(ran) == [(7, "b"), (8, "x")]
+    assert info_of(app, first.id).status == "succeeded"
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"debounce": 10},
+        {"debounce": 10, "unique": True, "unique_until": "finish"},
+        {"debounce": 0, "unique": True},
+        {"debounce": "soon", "unique": True},
+    ],
+    ids=["no-unique", "until-finish", "zero", "text"],
+)
+def test_an_invalid_debounce_is_a_configuration_error(tmp_path, settings) -> None:
+    app = duly.App(f"sqlite:///{tmp_path / 'never.db'}")
+    with pytest.raises(duly.ConfigurationError):
+        app.task(name="t.x", **settings)(lambda doc_id: None)
+    assert not (tmp_path / "never.db").exists()

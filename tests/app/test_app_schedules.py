@@ -70,6 +70,25 @@ def test_a_tick_is_skipped_while_the_previous_job_still_waits(
     assert ticks == [_utc(T), _utc(T + 120)]
 
 
+def test_a_task_with_its_own_unique_key_keeps_it_for_its_ticks(
+    make_app: Callable[..., duly.App],
+) -> None:
+    """overlap="skip" dedupes ticks by the schedule's key, unless the task has a unique key of
+    its own: then that key holds (a direct enqueue and a tick share one job, as the task says)."""
+    clock = duly.ManualClock(start=T + 0.5)
+    app = make_app(clock=clock)
+
+    @app.periodic(every=60, name="report", unique="report")
+    def report() -> None:
+        pass
+
+    direct = report.enqueue()
+    assert _lap(app) == 0  # the tick finds the task's own unique job waiting
+    assert [j.id for j in app.jobs(task="report")] == [direct.id]
+    (info,) = app.schedules()
+    assert info.skipped == 1
+
+
 def test_overlap_queue_stores_every_tick(make_app: Callable[..., duly.App]) -> None:
     clock = duly.ManualClock(start=T + 0.5)
     app = make_app(clock=clock)

@@ -190,3 +190,61 @@ async def test_concurrent_claims_never_start_an_expired_job(
     ended = [job_id for job_id, s in seen if s == "cancelled"]
     assert sorted(started) == sorted(j.id for j in live)  # each once
     assert sorted(ended) == sorted(j.id for j in stale)  # each ended once, none started
+
+
+# -- debounce ----------------------------------------------------------------------------------
+
+
+def debounced(at: float, due: float, args: int, **kw: Any) -> NewJob:
+    payload = b'{"args":[%d],"kwargs":{}}' % args
+    job = new_job(at=at, delay=due - at, payload=payload, **kw)
+    return replace(job, unique_key="doc:7", unique_until="start", debounce=True)
+
+
+async def test_a_debounced_enqueue_pushes_the_waiting_job_back_with_its_arguments(
+    backend: Backend,
+) -> None:
+    first = debounced(T0, T0 + 10, 1)
+    await backend.enqueue([first])
+    [again] = await backend.enqueue([debounced(T0 + 5, T0 + 15, 2)])
+    assert (again.id, again.deduplicated) == (first.id, True)
+    record = await job(backend, first.id)
+    assert (record.status, record.scheduled_for) == ("scheduled", approx(T0 + 15))
+    assert record.payload == b'{"args":[2],"kwargs":{}}'  # last write wins
+    assert (await backend.promote_due(T0 + 12, 100))[0] == 0  # not due any more
+    assert (await backend.promote_due(T0 + 16, 100))[0] == 1  # queued now
+    [queued] = await backend.enqueue([debounced(T0 + 17, T0 + 27, 3)])
+    assert queued.id == first.id  # a queued (ready) holder is pushed back too
+    assert await status(backend, first.id) == "scheduled"
+    assert await claim(backend, T0 + 20) == []
+    assert (await backend.promote_due(T0 + 28, 100))[0] == 1
+    [taken] = await claim(backend, T0 + 28)
+    assert (taken.id, taken.payload) == (first.id, b'{"args":[3],"kwargs":{}}')
+    assert len(await backend.list_jobs(JobFilter(), 10)) == 1
+
+
+async def test_a_running_debounced_job_is_not_touched_a_new_one_waits(backend: Backend) -> None:
+    first = debounced(T0, T0, 1)
+    await backend.enqueue([first])
+    [running] = await claim(backend, T0 + 1)
+    assert running.id == first.id  # its hold ended at start
+    [later] = await backend.enqueue([debounced(T0 + 2, T0 + 12, 2)])
+    assert not later.deduplicated and later.id != first.id
+    record = await job(backend, first.id)
+    assert (record.status, record.payload) == ("running", b'{"args":[1],"kwargs":{}}')
+    assert await status(backend, later.id) == "scheduled"
+
+
+async def test_a_debounced_gated_job_passes_its_turn_on(backend: Backend) -> None:
+    holder = replace(new_job(), gate="g", gate_limit=1)
+    woken = replace(debounced(T0 + 1, T0 + 1, 1), gate="g", gate_limit=1)
+    behind = replace(new_job(at=T0 + 2), gate="g", gate_limit=1)
+    await backend.enqueue([holder, woken, behind])
+    assert [r.id for r in await claim(backend, T0 + 3)] == [holder.id]  # the others park
+    done = Outcome(holder.id, "succeeded", expire_at=T0 + 99)
+    assert await backend.finish(W1, [done], T0 + 4) == [True]  # unparks `woken`
+    [pushed] = await backend.enqueue([replace(debounced(T0 + 5, T0 + 50, 2), gate="g")])
+    assert pushed.id == woken.id and await status(backend, woken.id) == "scheduled"
+    taken = [r.id for r in await claim(backend, T0 + 6)]
+    taken += [r.id for r in await claim(backend, T0 + 6)]
+    assert taken == [behind.id]  # its turn went to the job behind it

@@ -107,9 +107,12 @@ def test_the_stream_ends_when_the_client_leaves(hub: Hub, served: Served) -> Non
     hub.app.enqueue_many([hub.add.s(i, i) for i in range(3000)])
     first = streams[0].job_event()["id"]
     # Two clients resume before a backlog they never read: the server must not build it.
-    streams += [
+    resumed = [
         Stream(served.port, f"/api/v1/events?since={int(first) - 1}", AS_READ) for _ in range(2)
     ]
+    for stream in resumed:  # each is subscribed once its first message came (not before)
+        assert stream.message()["retry"] == "2000"
+    streams += resumed
     assert len(state.tasks) >= 5 and len(fanout.subscribers) == 5
     assert len(_readers()) == 1 and len(_streams()) == 5  # one backend reader for all
     for stream in streams:

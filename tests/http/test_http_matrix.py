@@ -13,23 +13,32 @@ from duly._http import endpoints
 pytestmark = pytest.mark.timeout(60)
 
 
-def _concrete(path: str, job_id: str, group_id: str) -> str:
+def _concrete(path: str, job_id: str, group_id: str, workflow_id: str) -> str:
     values = {"id": job_id, "name": "links", "scope": "link:1", "secret": "x" * 20}
     if path.startswith("/api/v1/groups/"):
         values["id"] = group_id
+    if path.startswith("/api/v1/workflows/"):
+        values["id"] = workflow_id
     return re.sub(r"{(\w+)}", lambda m: values[m.group(1)], path)
 
 
 def test_every_route_by_token(hub: Hub) -> None:
     job = hub.add.enqueue(1, 2)
     group = hub.app.group([hub.add.s(3, 4)])
+    workflow = hub.app.chain(hub.add.s(5, 6), hub.add.s(7))
     table = [e for e in endpoints() if e.path != "/api/v1/events"]  # SSE: test_http_events
     seen = set()
     for endpoint in table:
-        path = _concrete(endpoint.path, job.id, group.id)
+        path = _concrete(endpoint.path, job.id, group.id, workflow.id)
+        # A route that reads a body gets a valid one (its bad bodies: its own tests).
+        body = (
+            {"json": {"task": hub.add.name, "args": [1, 2], "every": 60}} if endpoint.body else {}
+        )
 
-        def call(path: str, method: str = endpoint.method, **kw: object) -> Any:
-            return hub.client.request(method, path, **kw)
+        def call(
+            path: str, method: str = endpoint.method, body: dict[str, Any] = body, **kw: object
+        ) -> Any:
+            return hub.client.request(method, path, **body, **kw)
 
         anonymous = call(path)
         read = call(path, headers=AS_READ)

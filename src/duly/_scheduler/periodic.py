@@ -198,9 +198,10 @@ class Scheduler:
             queue=entry.queue,
             priority=entry.priority,
         )
-        if schedule.overlap == "skip":
+        if schedule.overlap == "skip" and job.unique_key is None:
             # One active job per schedule: the enqueue deduplicates a tick to the job still
             # holding the schedule's key (decided atomically, however many schedulers run).
+            # A task with a unique key of its own keeps it: that key dedupes its ticks.
             job = dataclasses.replace(
                 job, unique_key=schedule.key, unique_until="finish", unique_expires_at=None
             )

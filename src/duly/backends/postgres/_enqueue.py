@@ -179,16 +179,37 @@ def enqueue_plan(
             },
         )
         pending = []
+        debounced: dict[str, NewJob] = {}  # holder -> the last job of the batch it takes
         for i, (_, stored, holder, expired) in zip(held, rows, strict=True):
             if stored:
                 results[i] = EnqueueResult(jobs[i].id, deduplicated=True)
             elif holder is not None and not expired:
                 results[i] = EnqueueResult(holder, deduplicated=True)
+                if jobs[i].debounce:
+                    debounced[holder] = jobs[i]
             else:
                 pending.append(i)
+        if debounced:
+            yield from _debounce(debounced, channel)
         if not pending:
             return [r for r in results if r is not None]
     raise RuntimeError(f"unique enqueue: the holders of {len(pending)} keys kept changing")
+
+
+def _debounce(holders: dict[str, NewJob], channel: str) -> _Plan[None]:
+    """The steps that give the waiting ``holders`` of debounced keys their new job's payload
+    and due time; a gated holder that was ready passes its turn on (``gate_unpark``)."""
+    rows = yield (
+        "debounce",
+        {
+            "ids": list(holders),
+            "payloads": [job.payload for job in holders.values()],
+            "due": [float(job.scheduled_for) for job in holders.values()],
+        },
+    )
+    gates = [gate for gate, ready in rows if gate is not None and ready]
+    if gates:
+        yield "gate_unpark", {"gates": gates, "channel": channel}
 
 
 def _run_plan(conn: psycopg.Connection[Any], queries: Queries, plan: _Plan[T]) -> T:

@@ -160,6 +160,29 @@ SELECT ARRAY(SELECT id FROM new) AS inserted,
        (SELECT count(pg_notify(%(channel)s, q.queue))
           FROM (SELECT DISTINCT queue FROM new WHERE status = 'queued') AS q) AS woken;
 
+-- name: debounce
+-- After unique_holders, in the same transaction: the holders of debounced keys (NewJob.debounce)
+-- still waiting (scheduled, or queued parked or not; each row locked first, read at its latest
+-- version) take the new jobs' payloads and due times and are scheduled again; a running one is
+-- not touched. Returns per holder changed: gate, ready (queued and not parked: a gated one's
+-- turn passes on, gate_unpark).
+WITH d AS (
+    SELECT * FROM unnest(%(ids)s::text[], %(payloads)s::bytea[],
+                         %(due)s::double precision[]) AS d(id, payload, due)
+),
+cur AS (
+    SELECT j.id, j.status, j.parked
+    FROM {schema}.jobs j JOIN d ON d.id = j.id
+    WHERE j.status IN ('scheduled', 'queued')
+    ORDER BY j.id
+    FOR UPDATE OF j
+)
+UPDATE {schema}.jobs j
+SET payload = d.payload, scheduled_for = d.due, status = 'scheduled', parked = false
+FROM cur JOIN d ON d.id = cur.id
+WHERE j.id = cur.id
+RETURNING j.gate, cur.status = 'queued' AND NOT cur.parked;
+
 -- name: unique_holders
 -- For unique jobs that enqueue left out, in the same transaction (a later statement, so it sees
 -- what enqueue waited for): is the id itself stored (a resend), and which active job holds the

@@ -75,6 +75,7 @@ def _chunks(
                     job.gate or "",
                     job.gate_limit,
                     opt(job.expires_at),
+                    "1" if job.debounce else "",
                 )
             if header != shared:
                 shared = header

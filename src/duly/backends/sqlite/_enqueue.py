@@ -79,6 +79,8 @@ def enqueue_tx(jobs: Sequence[NewJob]) -> Callable[[sqlite3.Connection], list[En
             else:
                 holder = _concurrency.unique_holder(conn, job.unique_key, job.enqueued_at)
                 if holder is not None:
+                    if job.debounce:
+                        _debounce(conn, holder, row)
                     results.append(EnqueueResult(holder, deduplicated=True))
                     continue
                 # At once, so a duplicate later in this batch finds it as the holder.
@@ -90,3 +92,13 @@ def enqueue_tx(jobs: Sequence[NewJob]) -> Callable[[sqlite3.Connection], list[En
         return results
 
     return enqueue
+
+
+def _debounce(conn: sqlite3.Connection, holder: str, row: dict[str, object]) -> None:
+    """The waiting ``holder`` of a debounced key takes the new job's arguments and due time
+    (a running one is left alone); a gated holder that was ready passes its turn on."""
+    params = {"id": holder, "payload": row["payload"], "scheduled_for": row["scheduled_for"]}
+    [(ready,)] = conn.execute(QUERIES["debounce_ready"], {"id": holder}).fetchall()
+    for gate, gate_limit in conn.execute(QUERIES["debounce"], params).fetchall():
+        if gate is not None and ready:
+            _concurrency.free_gate_slots(conn, {gate: gate_limit})

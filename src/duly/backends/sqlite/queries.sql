@@ -136,6 +136,22 @@ RETURNING id, task, queue, payload, status, attempts, max_attempts, key, priorit
           CAST(expire_at AS REAL) AS expire_at, CAST(rate_slot AS REAL) AS rate_slot,
           progress, cursor, CAST(expires_at AS REAL) AS expires_at, position, gate;
 
+-- name: debounce
+-- enqueue of a debounced unique job (NewJob.debounce) whose key :id holds: the holder, if still
+-- waiting (scheduled, or queued parked or not), takes the new job's payload and due time and
+-- is scheduled again; a running one is not touched. SET reads the row as it was, RETURNING as it
+-- is: gate, gate_limit (the caller read with debounce_ready whether it was ready: queued, not
+-- parked, so that its gate turn passes on).
+UPDATE jobs
+SET payload = :payload, scheduled_for = :scheduled_for, position = :scheduled_for,
+    status = 'scheduled', parked = 0
+WHERE id = :id AND status IN ('scheduled', 'queued')
+RETURNING gate, gate_limit;
+
+-- name: debounce_ready
+-- debounce, first: whether the holder is ready (queued and not parked).
+SELECT status = 'queued' AND parked = 0 FROM jobs WHERE id = :id;
+
 -- name: claim_expired
 -- claim, first: the queued jobs of one queue whose expiry has passed (jobs_expiring), parked or
 -- not; the claim ends each as cancel does (then expired_error). At most 100 a claim (the

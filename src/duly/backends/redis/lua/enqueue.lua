@@ -12,7 +12,12 @@
 --   enqueued_at, scheduled_for, then a concurrency marker: '' for plain jobs, or 'c' followed
 --   by six more: unique_key ('' = none), unique_until ('start'|'finish'), unique_expires_at
 --   ('' = never), gate ('' = none), gate_limit, expires_at ('' = never; field X, which
---   claim.lua checks); then n pairs: id, payload.
+--   claim.lua checks), debounce ('1' = yes, ''); then n pairs: id, payload.
+-- Debounce: a job whose unique key is held by a job still waiting (scheduled, or queued in its
+-- ready zset or parked) makes that holder take its payload and scheduled_for, `scheduled` (in
+-- `due`); a holder that was ready and gated passes its gate turn on (unpark). A running holder
+-- is not touched. (A holder queued earlier in this chunk is not in its ready zset yet: claim.lua
+-- drops its entry there as stale.)
 -- Returns the deduplicated jobs only, as a flat list: position (1-based, over the whole chunk),
 -- id of the job it deduplicated to (its own id if that id already exists, untouched; or the
 -- job holding its unique key). An empty list: every job was stored. A named group whose name
@@ -46,11 +51,33 @@
 --@include _groups
 --@include _handoff
 --@include _pausing
+--@include _concurrency
 local out = {}
 local ready = {}      -- queue -> {score, id, score, id, ...}
 local all = {}
 local queues = {}
 local counts = {}
+local woken = {}
+
+-- The waiting holder of a debounced key takes the new payload and due time (see the header).
+local function debounce(id, payload, scheduled_for)
+  local jk = job_key(id)
+  local f = redis.call('HMGET', jk, 's', 'q', 'g', 't', 'k')
+  local status, queue, gate = f[1], f[2], f[3]
+  if status == 'queued' then
+    if redis.call('ZREM', ready_key(queue), id) == 1 then
+      if gate then unpark(gate, counts, woken) end
+    elseif gate and redis.call('ZREM', gate_parked_key(gate), id) == 1 then
+      bump(counts, queue .. SEP .. 'w', -1)
+    end
+    bump(counts, queue .. SEP .. 's', 1)
+    emit(id, 'scheduled', f[4], queue, f[5])
+  elseif status ~= 'scheduled' then
+    return
+  end
+  redis.call('HSET', jk, 's', 'scheduled', 'p', payload, 'd', scheduled_for)
+  redis.call('ZADD', KEYS[1], scheduled_for, id)
+end
 
 -- Stores the concurrency fields (group header at ARGV[h], marker 'c') and takes the unique key.
 local function store_concurrency(jk, id, h)
@@ -89,7 +116,7 @@ if group ~= '' then
   local clash = {}
   local at, p = h, 0
   while at <= #ARGV do
-    local i = at + (ARGV[at + 8] == '' and 9 or 15)
+    local i = at + (ARGV[at + 8] == '' and 9 or 16)
     for _ = 1, tonumber(ARGV[at]) do
       p = p + 1
       if redis.call('EXISTS', job_key(ARGV[i])) == 1 then
@@ -128,7 +155,7 @@ while h <= #ARGV do
     if batch == nil then batch = {}; ready[queue] = batch end
   end
   local stored = 0
-  local i = h + (plain and 9 or 15)
+  local i = h + (plain and 9 or 16)
   for _ = 1, n do
     local id = ARGV[i]
     local jk = job_key(id)
@@ -137,6 +164,7 @@ while h <= #ARGV do
     if redis.call('EXISTS', jk) == 1 then
       out[#out + 1], out[#out + 2] = position, id
     elseif holder and holds(holder, unique, at) then
+      if ARGV[h + 15] == '1' then debounce(holder, ARGV[i + 1], scheduled_for) end
       out[#out + 1], out[#out + 2] = position, holder
     else
       fields[6] = ARGV[i + 1]
@@ -219,5 +247,8 @@ if #all > 0 then
   for queue, batch in pairs(ready) do
     if #batch > 0 then redis.call('PUBLISH', ARGV[2], queue) end
   end
+else
+  flush_counts(KEYS[4], counts) -- a debounce only
 end
+publish_all(ARGV[2], woken)
 return out
