@@ -1,7 +1,8 @@
 """Bulk cancel and retry (PRODUCT §15): ``app.cancel_many(...)`` / ``app.retry_many(...)``.
 
-The matching jobs are read a page of ``MAX_BATCH`` at a time (newest first, the filters of
-``app.jobs``), and each page is cancelled or retried by the backend in one atomic step
+The ids of the matching jobs (the filters of ``app.jobs``) are selected by the backend a page
+at a time by cursor, until the cursor is exhausted (never by reading whole records), and each
+batch of at most ``MAX_BATCH`` is cancelled or retried in one atomic step
 (``duly.backends.bulk``): never a round trip per job, and a job that changed state meanwhile
 is skipped, never cancelled or run twice.
 """
@@ -47,29 +48,29 @@ def _text(name: str, value: object) -> str | None:
 
 async def cancel_matching(backend: Backend, where: JobFilter, now: float, expire_at: float) -> int:
     """Cancel every job matching ``where``, a batch per atomic step; how many."""
-    bulk, done, before = BULK.of(backend), 0, None
+    bulk, done, cursor = BULK.of(backend), 0, None
+    status = where.status
+    assert status is not None
     while True:
-        page = await backend.list_jobs(_page(where, before), MAX_BATCH)
-        assert where.status is not None
-        done += await bulk.cancel([r.id for r in page], where.status, now, expire_at)
-        if len(page) < MAX_BATCH:
+        ids, cursor = await bulk.matching(where, cursor)
+        for batch in _batches(ids):
+            done += await bulk.cancel(batch, status, now, expire_at)
+        if cursor is None:
             return done
-        before = page[-1].id
 
 
 async def retry_matching(backend: Backend, where: JobFilter, now: float) -> int:
     """Retry every job matching ``where``, a batch per atomic step; how many."""
-    bulk, done, before = BULK.of(backend), 0, None
+    bulk, done, cursor = BULK.of(backend), 0, None
+    status = where.status
+    assert status is not None
     while True:
-        page = await backend.list_jobs(_page(where, before), MAX_BATCH)
-        assert where.status is not None
-        done += await bulk.retry([r.id for r in page], where.status, now)
-        if len(page) < MAX_BATCH:
+        ids, cursor = await bulk.matching(where, cursor)
+        for batch in _batches(ids):
+            done += await bulk.retry(batch, status, now)
+        if cursor is None:
             return done
-        before = page[-1].id
 
 
-def _page(where: JobFilter, before: str | None) -> JobFilter:
-    return JobFilter(
-        status=where.status, task=where.task, queue=where.queue, key=where.key, before=before
-    )
+def _batches(ids: list[str]) -> list[list[str]]:
+    return [ids[i : i + MAX_BATCH] for i in range(0, len(ids), MAX_BATCH)]

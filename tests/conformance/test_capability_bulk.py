@@ -3,6 +3,8 @@ per batch, a job that left the status skipped, a running job's cancel requested.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from contract import (
     T0,
@@ -16,7 +18,8 @@ from contract import (
     status,
 )
 
-from duly._records import Outcome
+from duly._bulk import cancel_matching, retry_matching
+from duly._records import JobFilter, Outcome
 from duly.backends.base import Backend
 from duly.backends.bulk import BULK
 
@@ -73,3 +76,41 @@ async def test_a_batch_of_a_thousand_in_one_call(backend: Backend) -> None:
     assert await BULK.of(backend).cancel(ids, "queued", T0, EXPIRE) == 1000
     assert await BULK.of(backend).retry(ids, "cancelled", T0 + 1) == 1000
     assert await status(backend, ids[-1]) == "queued"
+
+
+async def test_cancel_and_retry_many_reach_jobs_behind_many_newer_ones(backend: Backend) -> None:
+    # More newer non-matching jobs than a Redis listing examines (10,000): the selection goes
+    # on by cursor until the index is exhausted, not until a page comes back short.
+    old = await enqueue(backend, *(new_job("a", task="old") for _ in range(5)))
+    for _ in range(11):
+        await enqueue(backend, *(new_job("b", task="new") for _ in range(1000)))
+    queued_a = JobFilter(status="queued", queue="a")
+    assert await cancel_matching(backend, queued_a, T0, EXPIRE) == 5
+    assert [await status(backend, job_id) for job_id in old] == ["cancelled"] * 5
+    queued_b = JobFilter(status="queued", queue="b")
+    assert await cancel_matching(backend, queued_b, T0, EXPIRE) == 11_000
+    cancelled_old = JobFilter(status="cancelled", task="old")
+    assert await retry_matching(backend, cancelled_old, T0 + 1) == 5
+    assert [await status(backend, job_id) for job_id in old] == ["queued"] * 5
+
+
+async def test_retry_of_two_jobs_taking_one_unique_key_still_checks_the_status(
+    backend: Backend,
+) -> None:
+    # On PostgreSQL two jobs of one batch taking the same key fail the batch statement, which
+    # then goes one job at a time: that way too, a job in another status is skipped.
+    first = await enqueue(backend, replace(new_job(), unique_key="doc:1"))
+    assert await BULK.of(backend).cancel(first, "queued", T0, EXPIRE) == 1
+    second = await enqueue(backend, replace(new_job(), unique_key="doc:1"))
+    assert await BULK.of(backend).cancel(second, "queued", T0, EXPIRE) == 1
+    failed = await enqueue(backend, new_job())
+    assert await claim_ids(backend, W1, limit=1) == failed
+    history = error_history(("ValueError", "boom"))
+    outcome = Outcome(failed[0], "failed", errors=history, expire_at=T0 + 5000)
+    assert await finish_one(backend, W1, outcome, T0 + 1)
+    assert await BULK.of(backend).retry([*first, *second, *failed], "cancelled", T0 + 2) == 1
+    assert await status(backend, failed[0]) == "failed"  # not in the requested status
+    assert sorted([await status(backend, first[0]), await status(backend, second[0])]) == [
+        "cancelled",
+        "queued",
+    ]

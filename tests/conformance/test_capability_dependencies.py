@@ -25,9 +25,10 @@ from contract import (
     opened,
 )
 
-from duly._errors import JobNotFound
+from duly._errors import ConfigurationError, JobNotFound
 from duly._records import EventRecord, NewJob, Outcome
 from duly.backends.base import Backend
+from duly.backends.dependencies import MAX_DEPTH
 
 RETENTION = 7 * 86_400.0
 
@@ -253,3 +254,50 @@ async def test_a_purged_dependent_is_forgotten(backend: Backend) -> None:
     await backend.purge(T0 + RETENTION + EXPIRE + 10, 100, T0 + RETENTION + EXPIRE)
     assert await backend.get_job(b.id) is None
     assert await backend.dependencies.input(b.id) is None
+
+
+async def test_a_dependent_keeps_its_expiry(backend: Backend) -> None:
+    a = new_job()
+    b = dataclasses.replace(after(a), expires_at=T0 + 30)
+    c = dataclasses.replace(new_job(), expires_at=T0 + 40)
+    await store(backend, a, b, c)
+    assert (await job(backend, b.id)).expires_at == T0 + 30
+    assert (await job(backend, c.id)).expires_at == T0 + 40
+
+
+async def test_a_dependent_deeper_than_the_cap_is_refused(backend: Backend) -> None:
+    # Stored in two batches: the second one reads the depth the first one stored.
+    line = [new_job()]
+    for _ in range(MAX_DEPTH - 1):
+        line.append(after(line[-1]))
+    half = MAX_DEPTH // 2
+    await store(backend, *line[:half])
+    await store(backend, *line[half:])
+    too_deep = after(line[-1])
+    with pytest.raises(ConfigurationError, match=f"{MAX_DEPTH + 1} jobs deep"):
+        await store(backend, new_job(), too_deep)
+    assert await backend.get_job(too_deep.id) is None
+    longer = [after(line[-2])]
+    longer.append(after(longer[-1]))  # too deep within its own batch
+    with pytest.raises(ConfigurationError):
+        await store(backend, *longer)
+    assert await backend.get_job(longer[0].id) is None
+    # A failure of the first cancels all MAX_DEPTH - 1 below it.
+    await run(backend, line[0].id, failed(line[0].id))
+    assert (await job(backend, line[-1].id)).status == "cancelled"
+    assert (await job(backend, line[half].id)).status == "cancelled"
+
+
+async def test_released_dependents_queue_in_the_order_they_were_released(
+    backend: Backend,
+) -> None:
+    # Released at their dependency's finish, whenever they were enqueued (as the SQL
+    # backends place them): the one enqueued last but released first runs first.
+    a, b = new_job(), new_job()
+    await enqueue(backend, a, b)
+    early, late = after(b), after(a, at=T0 + 5)
+    await store(backend, early, late)
+    assert sorted(await claim_ids(backend, W1, limit=2)) == sorted([a.id, b.id])
+    assert await finish_one(backend, W1, ok(a.id), T0 + 6)
+    assert await finish_one(backend, W1, ok(b.id), T0 + 7)
+    assert await claim_ids(backend, W1, limit=2, now=T0 + 8) == [late.id, early.id]

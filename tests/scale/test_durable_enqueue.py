@@ -120,3 +120,15 @@ async def _run(app: duly.App, worker: duly.Worker) -> None:
         await worker.run()
     finally:
         await app.aclose()
+
+
+def test_a_chain_waits_for_replicas_too() -> None:
+    # A lone Redis has no replica: a durable enqueue of dependents must say so.
+    require_service("redis")
+    app, double = _app("redis://127.0.0.1:6379/0?wait_replicas=1&wait_timeout_ms=20")
+    try:
+        with pytest.raises(duly.DurabilityError):
+            app.chain(double.s(3), double.s())
+        assert len(app.jobs(limit=10)) == 2  # stored, only not known to be safe
+    finally:
+        app.close()

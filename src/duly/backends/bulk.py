@@ -1,7 +1,8 @@
 """The bulk actions capability (PRODUCT §15): cancel or retry a batch of jobs in one step.
 
-``app.cancel_many`` / ``app.retry_many`` read the matching jobs a page at a time and hand each
-page (at most ``MAX_BATCH`` ids) to one call here, which applies the per-job action (the same
+``app.cancel_many`` / ``app.retry_many`` select the ids of the matching jobs a page at a time
+(``matching``: ids only, by cursor, until the cursor is exhausted) and hand each page (at most
+``MAX_BATCH`` ids) to one call here, which applies the per-job action (the same
 as ``Backend.cancel`` / ``Backend.retry``, with everything that changes with it: gate slots,
 unique holds, groups, dependents, events) to every id in one atomic step: one transaction on
 SQLite and PostgreSQL, one script on Redis, never a round trip per job. A job that is no
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, Protocol
 
+from duly._records import JobFilter
 from duly.backends.capability import Capability
 
 __all__ = ["BULK", "MAX_BATCH", "BulkActions"]
@@ -24,6 +26,13 @@ MAX_BATCH: Final = 1000
 
 class BulkActions(Protocol):
     """Cancel or retry many jobs, one atomic step per call."""
+
+    async def matching(self, where: JobFilter, cursor: str | None) -> tuple[list[str], str | None]:
+        """The ids of some jobs matching ``where`` (its status set), from ``cursor`` (None: the
+        start) on, and the cursor to go on from (None: no more). A page may hold fewer ids
+        than match, even none, while the cursor is not None; a job enqueued meanwhile may be
+        missed."""
+        ...
 
     async def cancel(
         self, job_ids: Sequence[str], status: str, now: float, expire_at: float

@@ -19,17 +19,54 @@ job first reaches an outcome changes its dependents in the same atomic step:
 A dependency already succeeded when the dependent is stored counts as done; one already failed
 or cancelled cancels it at once (still releasable). A job can only wait for stored jobs (or
 jobs earlier in the same batch), so a cycle cannot be built.
+
+Each dependent stores its depth: 1 + the deepest of its dependencies (a job without any is 1
+deep). A failure cancels its dependents one level at a time (a SQL trigger per level), so a
+dependent deeper than ``MAX_DEPTH`` (a chain's cap) is refused, nothing stored.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final, Protocol
 
+from duly._errors import ConfigurationError, JobNotFound
 from duly._records import EnqueueResult, NewJob
 from duly.backends.capability import Capability
 
-__all__ = ["DEPENDENCIES", "DependencyStore"]
+__all__ = ["DEPENDENCIES", "MAX_DEPTH", "DependencyStore", "dependency_depths", "too_deep"]
+
+#: The deepest a dependent may be (jobs in its longest line of dependencies, itself included).
+MAX_DEPTH: Final = 500
+
+
+def too_deep(job_id: str, depth: int) -> str:
+    """The message of the ``ConfigurationError`` refusing a dependent ``depth`` jobs deep."""
+    return (
+        f"after=: job {job_id!r} would be {depth} jobs deep, at most {MAX_DEPTH} allowed"
+        " (a failure cancels its dependents level by level)"
+    )
+
+
+def dependency_depths(jobs: Sequence[NewJob], stored: Mapping[str, int]) -> dict[str, int]:
+    """The depth of each job of ``jobs`` that has ``after``, given ``stored``: the depth of
+    each stored job among their dependencies. ``JobNotFound`` for an ``after`` id neither
+    stored nor earlier in ``jobs``; ``ConfigurationError`` for a job deeper than MAX_DEPTH."""
+    earlier: dict[str, int] = {}
+    depths: dict[str, int] = {}
+    for job in jobs:
+        depth = 1
+        for dependency in job.after:
+            known = max(earlier.get(dependency, 0), stored.get(dependency, 0))
+            if not known:
+                raise JobNotFound(f"after=: no job {dependency!r}")
+            depth = max(depth, known + 1)
+        if depth > MAX_DEPTH:
+            raise ConfigurationError(too_deep(job.id, depth))
+        earlier[job.id] = depth
+        if job.after:
+            depths[job.id] = depth
+    return depths
 
 
 class DependencyStore(Protocol):

@@ -4,15 +4,17 @@ statements, whatever its size; the triggers keep events, groups and dependents a
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 
+from duly._records import ID_CEILING, JobFilter
 from duly.backends.bulk import MAX_BATCH
 from duly.backends.postgres._concurrency import free_gates
 from duly.backends.postgres._connection import Connection
-from duly.backends.postgres._operator import retry as retry_one
 
 __all__ = ["PostgresBulk"]
 
@@ -22,6 +24,25 @@ class PostgresBulk:
 
     def __init__(self, db: Connection) -> None:
         self._db = db
+
+    async def matching(self, where: JobFilter, cursor: str | None) -> tuple[list[str], str | None]:
+        """A page of matching ids, keyset by id (the cursor: the last one)."""
+        params: dict[str, object] = {
+            "status": where.status,
+            "task": where.task,
+            "queue": where.queue,
+            "key": where.key,
+            "before": ID_CEILING if cursor is None else cursor,
+            "limit": MAX_BATCH,
+        }
+        db = self._db
+
+        async def read(conn: psycopg.AsyncConnection[Any]) -> list[str]:
+            cur = await conn.execute(db.q["bulk_ids"], params)
+            return [str(row[0]) for row in await cur.fetchall()]
+
+        ids = await db.transaction(read, retry=True, atomic=False)
+        return ids, (ids[-1] if len(ids) == MAX_BATCH else None)
 
     async def cancel(
         self, job_ids: Sequence[str], status: str, now: float, expire_at: float
@@ -63,7 +84,7 @@ class PostgresBulk:
             "channel": db.channel,
         }
 
-        async def run(conn: psycopg.AsyncConnection[Any]) -> int:
+        async def run(conn: psycopg.AsyncConnection[Any], params: dict[str, object]) -> int:
             await conn.execute(db.q["retry_take_over_many"], params)
             cur = await conn.execute(db.q["retry_many"], params)
             row = await cur.fetchone()
@@ -71,7 +92,13 @@ class PostgresBulk:
             return int(row[0])
 
         try:
-            return await db.transaction(run)
+            return await db.transaction(functools.partial(run, params=params))
         except psycopg.errors.UniqueViolation:
-            record = [await retry_one(db, job_id, now) for job_id in ids]  # rare: see above
-            return sum(record)
+            pass  # rare (see above): the same statements, a job per transaction
+        retried = 0
+        for job_id in ids:
+            one = {**params, "ids": [job_id]}  # still checks the status, as the batch does
+            # A holder of its key committed meanwhile: rolled back, unchanged.
+            with contextlib.suppress(psycopg.errors.UniqueViolation):
+                retried += await db.transaction(functools.partial(run, params=one))
+        return retried

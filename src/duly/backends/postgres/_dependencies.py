@@ -17,22 +17,12 @@ from typing import Any
 
 import psycopg
 
-from duly._errors import JobNotFound
 from duly._records import EnqueueResult, NewJob
+from duly.backends.dependencies import dependency_depths
 from duly.backends.postgres._connection import Connection
 from duly.backends.postgres._enqueue import enqueue_plan, run_plan_async
 
 __all__ = ["PostgresDependencies"]
-
-
-def _unknown(jobs: Sequence[NewJob], stored: set[str]) -> str | None:
-    earlier: set[str] = set()
-    for job in jobs:
-        for dependency in job.after:
-            if dependency not in stored and dependency not in earlier:
-                return dependency
-        earlier.add(job.id)
-    return None
 
 
 class PostgresDependencies:
@@ -52,10 +42,7 @@ class PostgresDependencies:
 
         async def run(conn: psycopg.AsyncConnection[Any]) -> list[EnqueueResult]:
             cur = await conn.execute(db.q["dependency_lock"], {"ids": wanted})
-            stored = {row[0] for row in await cur.fetchall()}
-            unknown = _unknown(jobs, stored)
-            if unknown is not None:
-                raise JobNotFound(f"after=: no job {unknown!r}")
+            depths = dependency_depths(jobs, {row[0]: row[1] for row in await cur.fetchall()})
             results = await run_plan_async(conn, db.q, enqueue_plan(held, db.channel, fresh=False))
             for job, result in zip(jobs, results, strict=True):
                 if not job.after or result.deduplicated:
@@ -65,6 +52,7 @@ class PostgresDependencies:
                     "after": list(job.after),
                     "pipe_from": job.pipe_from,
                     "retention": float(retention),
+                    "depth": depths[job.id],
                     "now": now,
                 }
                 cur = await conn.execute(db.q["dependency_wait"], params)

@@ -1041,11 +1041,13 @@ RETURNING 1;
 
 -- name: dependency_lock
 -- First statement of enqueue_after: the stored dependencies, locked FOR SHARE in id order, so
--- none ends (its trigger would miss the rows this transaction adds) before it commits.
-SELECT j.id FROM {schema}.jobs j
+-- none ends (its trigger would miss the rows this transaction adds) before it commits; with
+-- their depth (1: a job that waits for none).
+SELECT j.id, coalesce(w.depth, 1) FROM {schema}.jobs j
+LEFT JOIN {schema}.job_waits w ON w.job_id = j.id
 WHERE j.id = ANY(%(ids)s::text[])
 ORDER BY j.id
-FOR SHARE;
+FOR SHARE OF j;
 
 -- name: dependency_wait
 -- After `enqueue` stored the dependent `scheduled` for +inf: its links, and its row (its
@@ -1068,13 +1070,15 @@ cause AS (
     WHERE d.status IN ('failed', 'cancelled') ORDER BY d.id LIMIT 1
 ),
 wait AS (
-    INSERT INTO {schema}.job_waits (job_id, waiting, pipe_from, input, failed_by, retention)
+    INSERT INTO {schema}.job_waits
+        (job_id, waiting, pipe_from, input, failed_by, retention, depth)
     SELECT %(id)s,
            (SELECT count(*) FROM deps d WHERE d.status <> 'succeeded'),
            %(pipe_from)s,
            (SELECT d.result FROM deps d WHERE d.id = %(pipe_from)s AND d.status = 'succeeded'),
            (SELECT c.id FROM cause c),
-           %(retention)s
+           %(retention)s,
+           %(depth)s
     RETURNING waiting, failed_by
 )
 UPDATE {schema}.jobs j
@@ -1226,6 +1230,19 @@ SELECT name, paused_at FROM {schema}.queues WHERE paused_at IS NOT NULL ORDER BY
 
 
 -- Bulk actions (duly.backends.bulk): `cancel` and `retry` over a batch, one statement each.
+
+-- name: bulk_ids
+-- A bulk action's page: the ids only (never a payload) of jobs in %(status)s below
+-- %(before)s, newest first (keyset by id).
+SELECT j.id
+FROM {schema}.jobs j
+WHERE j.status = %(status)s
+  AND j.id < %(before)s
+  AND (%(task)s::text IS NULL OR j.task = %(task)s)
+  AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
+  AND (%(key)s::text IS NULL OR j.key = %(key)s)
+ORDER BY j.id DESC
+LIMIT %(limit)s;
 
 -- name: cancel_many
 -- `cancel` for every id of %(ids)s (text[]) whose job is in %(status)s (an active status) when

@@ -428,7 +428,8 @@ FOR EACH STATEMENT EXECUTE FUNCTION {schema}.jobs_updated();
 
 -- Dependencies (0015): a dependent waits in job_waits, one job_after row per dependency; the
 -- jobs_updated_dependencies trigger releases or cancels it in the statement that ends its
--- dependency (after jobs_updated: triggers of one event fire in name order).
+-- dependency (after jobs_updated: triggers of one event fire in name order). depth (0017): the
+-- dependent's depth, which enqueue caps (duly.backends.dependencies.MAX_DEPTH).
 CREATE TABLE {schema}.job_after (
     after_id text COLLATE "C" NOT NULL,
     job_id   text COLLATE "C" NOT NULL,
@@ -442,7 +443,8 @@ CREATE TABLE {schema}.job_waits (
     pipe_from text COLLATE "C",
     input     bytea,
     failed_by text COLLATE "C",
-    retention double precision NOT NULL
+    retention double precision NOT NULL,
+    depth     integer          NOT NULL DEFAULT 2
 );
 
 CREATE FUNCTION {schema}.jobs_dependencies() RETURNS trigger LANGUAGE plpgsql AS $$

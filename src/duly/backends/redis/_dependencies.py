@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from duly._errors import JobNotFound
+from duly._errors import ConfigurationError, JobNotFound
 from duly._records import EnqueueResult, NewJob
+from duly.backends.dependencies import MAX_DEPTH, too_deep
 from duly.backends.redis._scripts import Value, opt
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ def _args(
     jobs: Sequence[NewJob], retention: float, now: float, prefix: str, wake: str
 ) -> list[Value]:
     """enqueue_after.lua's ARGV (see its header)."""
-    args: list[Value] = [prefix, wake, float(retention), now]
+    args: list[Value] = [prefix, wake, float(retention), now, MAX_DEPTH]
     for job in jobs:
         args += (
             job.id,
@@ -39,6 +40,7 @@ def _args(
             job.gate or "",
             job.gate_limit,
             job.pipe_from or "",
+            opt(job.expires_at),
             len(job.after),
             *job.after,
         )
@@ -64,9 +66,16 @@ class RedisDependencies:
         keys = (k.due, k.all, k.queues, k.queue_counts, k.unique)
         args = _args(jobs, retention, now, k.prefix, k.wake)
         with c.guard("enqueue_after"):
-            reply = await c.call(c.scripts.enqueue_after, keys, args)
+            if c.durability is None:
+                reply = await c.call(c.scripts.enqueue_after, keys, args)
+            else:  # ?wait_replicas=: the call then WAIT on one connection (_durable.py)
+                [reply] = await c.durability.enqueue(
+                    c.client, c.scripts.enqueue_after, keys, [args], c.safe_url
+                )
         if reply and _text(reply[0]) == "?":
             raise JobNotFound(f"after=: no job {_text(reply[1])!r}")
+        if reply and _text(reply[0]) == "!":
+            raise ConfigurationError(too_deep(_text(reply[1]), int(reply[2])))
         results = []
         for job, found in zip(jobs, reply, strict=True):
             other = _text(found)

@@ -212,6 +212,7 @@ class Scripts:
         self.resume = Script("resume")
         self.cancel_many = Script("cancel_many")
         self.retry_many = Script("retry_many")
+        self.bulk_ids = Script("bulk_ids")
         self.move_watch = Script("move_watch")
         self.skip_tick = Script("skip_tick")
         self.all = tuple(v for v in vars(self).values() if isinstance(v, Script))

@@ -7,6 +7,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
+from duly._records import ID_CEILING, JobFilter
 from duly.backends.bulk import MAX_BATCH
 from duly.backends.sqlite._connection import QUERIES, SqliteConnection
 from duly.backends.sqlite._operator import cancel_tx, retry_tx
@@ -27,6 +28,23 @@ class SqliteBulk:
     def __init__(self, db: SqliteConnection, signal: WorkSignal) -> None:
         self._db = db
         self._signal = signal
+
+    async def matching(self, where: JobFilter, cursor: str | None) -> tuple[list[str], str | None]:
+        """A page of matching ids, keyset by id (the cursor: the last one)."""
+        params = {
+            "status": where.status,
+            "task": where.task,
+            "queue": where.queue,
+            "key": where.key,
+            "before": ID_CEILING if cursor is None else cursor,
+            "limit": MAX_BATCH,
+        }
+
+        def read(conn: sqlite3.Connection) -> list[str]:
+            return [row[0] for row in conn.execute(QUERIES["bulk_ids"], params)]
+
+        ids = await self._db.run(read, "bulk_ids")
+        return ids, (ids[-1] if len(ids) == MAX_BATCH else None)
 
     async def cancel(
         self, job_ids: Sequence[str], status: str, now: float, expire_at: float

@@ -14,31 +14,21 @@ import math
 import sqlite3
 from collections.abc import Callable, Sequence
 
-from duly._errors import JobNotFound
 from duly._records import EnqueueResult, NewJob
+from duly.backends.dependencies import dependency_depths
 from duly.backends.sqlite._connection import QUERIES, SqliteConnection
 from duly.backends.sqlite._enqueue import enqueue_tx
 from duly.backends.sqlite._wake import WorkSignal
 
-__all__ = ["SqliteDependencies", "enqueue_after_tx", "unknown_dependency"]
-
-
-def unknown_dependency(jobs: Sequence[NewJob], stored: set[str]) -> str | None:
-    """The first ``after`` id that is neither in ``stored`` nor a job earlier in ``jobs``."""
-    earlier: set[str] = set()
-    for job in jobs:
-        for dependency in job.after:
-            if dependency not in stored and dependency not in earlier:
-                return dependency
-        earlier.add(job.id)
-    return None
+__all__ = ["SqliteDependencies", "enqueue_after_tx"]
 
 
 def enqueue_after_tx(
     jobs: Sequence[NewJob], retention: float, now: float
 ) -> Callable[[sqlite3.Connection], list[EnqueueResult]]:
     """The transaction storing ``jobs``, the dependents among them waiting (see
-    ``duly.backends.dependencies``); JobNotFound (nothing stored) for an unknown ``after`` id."""
+    ``duly.backends.dependencies``); JobNotFound (nothing stored) for an unknown ``after`` id,
+    ConfigurationError for a dependent too deep."""
     # Dependents are inserted `scheduled` (so their first event says so), then lose the due time.
     store = enqueue_tx(
         [dataclasses.replace(j, scheduled_for=math.inf) if j.after else j for j in jobs]
@@ -46,23 +36,21 @@ def enqueue_after_tx(
     wanted = json.dumps(sorted({dependency for job in jobs for dependency in job.after}))
 
     def enqueue_after(conn: sqlite3.Connection) -> list[EnqueueResult]:
-        stored = {row[0] for row in conn.execute(QUERIES["existing_ids"], {"ids": wanted})}
-        unknown = unknown_dependency(jobs, stored)
-        if unknown is not None:
-            raise JobNotFound(f"after=: no job {unknown!r}")
+        stored = dict(conn.execute(QUERIES["dependency_depths"], {"ids": wanted}).fetchall())
+        depths = dependency_depths(jobs, stored)
         results = store(conn)
         for job, result in zip(jobs, results, strict=True):
             if job.after and not result.deduplicated:
-                _wait(conn, job, retention, now)
+                _wait(conn, job, depths[job.id], retention, now)
         return results
 
     return enqueue_after
 
 
-def _wait(conn: sqlite3.Connection, job: NewJob, retention: float, now: float) -> None:
+def _wait(conn: sqlite3.Connection, job: NewJob, depth: int, retention: float, now: float) -> None:
     """Link a stored dependent to its dependencies and settle what they already did."""
     conn.execute(QUERIES["dependency_links"], {"id": job.id, "after": json.dumps(job.after)})
-    params = {"id": job.id, "pipe_from": job.pipe_from, "retention": retention}
+    params = {"id": job.id, "pipe_from": job.pipe_from, "retention": retention, "depth": depth}
     [(waiting, failed_by)] = conn.execute(QUERIES["dependency_wait"], params).fetchall()
     if waiting == 0:
         conn.execute(QUERIES["dependency_ready"], {"id": job.id})

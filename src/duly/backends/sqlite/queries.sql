@@ -605,6 +605,11 @@ DELETE FROM webhooks WHERE digest = :digest;
 -- Dependencies (duly.backends.dependencies, migrations/0011_dependencies.sql: the triggers
 -- release and cancel dependents; these store them and read).
 
+-- name: dependency_depths
+-- The stored ones of the ids (JSON array), with their depth (1: a job that waits for none).
+SELECT j.id, coalesce(w.depth, 1) FROM jobs j LEFT JOIN job_waits w ON w.job_id = j.id
+WHERE j.id IN (SELECT value FROM json_each(:ids));
+
 -- name: dependency_links
 INSERT INTO job_after (after_id, job_id)
 SELECT DISTINCT value, :id FROM json_each(:after) WHERE true
@@ -613,7 +618,7 @@ ON CONFLICT (after_id, job_id) DO NOTHING;
 -- name: dependency_wait
 -- A dependent's row: its dependencies not succeeded yet, its chain input if that dependency
 -- already succeeded, and the first dependency already failed or cancelled (else NULL).
-INSERT INTO job_waits (job_id, waiting, pipe_from, input, failed_by, retention)
+INSERT INTO job_waits (job_id, waiting, pipe_from, input, failed_by, retention, depth)
 SELECT :id,
        (SELECT count(*) FROM job_after a JOIN jobs d ON d.id = a.after_id
         WHERE a.job_id = :id AND d.status <> 'succeeded'),
@@ -621,7 +626,7 @@ SELECT :id,
        (SELECT d.result FROM jobs d WHERE d.id = :pipe_from AND d.status = 'succeeded'),
        (SELECT d.id FROM job_after a JOIN jobs d ON d.id = a.after_id
         WHERE a.job_id = :id AND d.status IN ('failed', 'cancelled') ORDER BY d.id LIMIT 1),
-       :retention
+       :retention, :depth
 RETURNING waiting, failed_by;
 
 -- name: dependency_hold
@@ -731,6 +736,18 @@ DELETE FROM paused_queues WHERE queue = :queue;
 SELECT queue, paused_at FROM paused_queues ORDER BY queue;
 
 -- Bulk actions (duly.backends.bulk).
+
+-- name: bulk_ids
+-- A bulk action's page: the ids only (never a payload) of jobs in :status below :before,
+-- newest first, through the jobs_status index.
+SELECT id FROM jobs INDEXED BY jobs_status
+WHERE status = :status
+  AND id < :before
+  AND (:task IS NULL OR task = :task)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:key IS NULL OR key = :key)
+ORDER BY id DESC
+LIMIT :limit;
 
 -- name: bulk_candidates
 -- The ids of a batch (JSON array) whose job is in :status now, in id order.

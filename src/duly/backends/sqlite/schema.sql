@@ -237,7 +237,8 @@ CREATE TABLE paused_queues (
 -- Dependencies (0011): a dependent waits in job_waits, one job_after row per dependency; the
 -- triggers release or cancel it in the transaction of its dependency's change. The connection
 -- sets recursive_triggers (a cancelled dependent cancels its own). jobs_event_update (0004)
--- was created again after them, so it fires first.
+-- was created again after them, so it fires first. depth (0013): the dependent's depth, which
+-- enqueue caps (duly.backends.dependencies.MAX_DEPTH).
 CREATE TABLE job_after (
     after_id TEXT NOT NULL,
     job_id   TEXT NOT NULL,
@@ -251,7 +252,8 @@ CREATE TABLE job_waits (
     pipe_from TEXT,
     input     BLOB,
     failed_by TEXT,
-    retention REAL    NOT NULL
+    retention REAL    NOT NULL,
+    depth INTEGER NOT NULL DEFAULT 2
 ) WITHOUT ROWID;
 
 CREATE TRIGGER jobs_dependency_succeeded AFTER UPDATE OF status ON jobs

@@ -71,7 +71,8 @@ end
 
 -- Job `id` succeeded at `now` with `result` ('' = none): each dependent counts it once (a job
 -- succeeds at most once); the one left with none waiting, waiting or cancelled by a dependency,
--- becomes `queued` at its FIFO place (its queue woken), a chain step with its input.
+-- becomes `queued` at its FIFO place as released at `now` (as the SQL backends place it: by
+-- when it was released, not enqueued; its queue woken), a chain step with its input.
 local function dependency_succeeded(id, now, result, woken)
   for _, x in ipairs(redis.call('SMEMBERS', dependents_key(id))) do
     local xk = job_key(x)
@@ -91,7 +92,7 @@ local function dependency_succeeded(id, now, result, woken)
       end
       if release then
         redis.call('HSET', xk, 's', 'queued', 'd', now)
-        redis.call('ZADD', ready_key(f[6]), fifo_score(f[7], f[8]), x)
+        redis.call('ZADD', ready_key(f[6]), fifo_score(f[7], now), x)
         woken[f[6]] = true
         emit(x, 'queued', f[9], f[6], f[10])
       end

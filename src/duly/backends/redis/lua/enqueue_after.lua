@@ -3,18 +3,20 @@
 -- KEYS[1] due zset   KEYS[2] all-jobs index   KEYS[3] queues set   KEYS[4] queue counts
 -- KEYS[5] unique holds hash (`u`)
 -- ARGV[1] prefix   ARGV[2] wake channel   ARGV[3] retention (s) of a dependent cancelled by a
--- dependency   ARGV[4] now
--- ARGV[5..] per job: id, task, queue, max_attempts, key ('' = none), priority, enqueued_at,
+-- dependency   ARGV[4] now   ARGV[5] the deepest a dependent may be (MAX_DEPTH)
+-- ARGV[6..] per job: id, task, queue, max_attempts, key ('' = none), priority, enqueued_at,
 --   scheduled_for, payload, unique_key ('' = none), unique_until ('start'|'finish'),
---   unique_expires_at ('' = never), gate ('' = none), gate_limit, pipe_from ('' = none), n,
+--   unique_expires_at ('' = never), gate ('' = none), gate_limit, pipe_from ('' = none),
+--   expires_at ('' = never; field X, as enqueue.lua stores it), n,
 --   then the n ids it waits for (n = 0: an ordinary job).
--- Returns {'?', id} if a job waits for an id neither stored nor earlier in the batch (nothing
--- is stored); else one value per job: '' stored, or the id it deduplicated to (its own, stored
+-- Returns {'?', id} if a job waits for an id neither stored nor earlier in the batch, {'!', id,
+-- depth} if a job would be deeper than ARGV[5] (nothing is stored in either case); else one value per job: '' stored, or the id it deduplicated to (its own, stored
 -- already and left alone; or the job holding its unique key).
 --
 -- Every job is stored as enqueue.lua stores one (same fields and indexes; no hand-off). A job
 -- with dependencies (_dependencies.lua) links itself in da:<dependency> (marking that job `dh`)
--- and gets `aw` = its dependencies not succeeded yet, `ap`, `ar`, and `ai` if its pipe_from
+-- and gets `ah` = its depth (1 + the deepest of its dependencies, 1 for a job without `ah`),
+-- `aw` = its dependencies not succeeded yet, `ap`, `ar`, and `ai` if its pipe_from
 -- dependency succeeded already. It emits `scheduled`, then: none waiting -> `queued` now; a
 -- dependency failed or cancelled already -> `cancelled` (dependency_cancel); else it waits,
 -- `scheduled` with no due time.
@@ -28,26 +30,33 @@ local out = {}
 local woken = {}
 local counts = {}
 local batch = {}
+local max_depth = tonumber(ARGV[5])
 
--- Validate first: all or nothing.
-local at = 5
+-- Validate first: all or nothing. batch[id] = the depth of a job of the batch.
+local at = 6
 while at <= #ARGV do
-  local n = tonumber(ARGV[at + 15])
+  local n = tonumber(ARGV[at + 16])
+  local depth = 1
   for j = 1, n do
-    local dep = ARGV[at + 15 + j]
-    if not batch[dep] and redis.call('EXISTS', job_key(dep)) == 0 then return {'?', dep} end
+    local dep = ARGV[at + 16 + j]
+    local known = batch[dep] or 0
+    local stored = redis.call('HMGET', job_key(dep), 's', 'ah')
+    if stored[1] then known = math.max(known, tonumber(stored[2]) or 1) end
+    if known == 0 then return {'?', dep} end
+    depth = math.max(depth, known + 1)
   end
-  batch[ARGV[at]] = true
-  at = at + 16 + n
+  if depth > max_depth then return {'!', ARGV[at], depth} end
+  batch[ARGV[at]] = depth
+  at = at + 17 + n
 end
 
-at = 5
+at = 6
 while at <= #ARGV do
   local id, task, queue, max_attempts = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
   local key, priority, enqueued_at, scheduled_for = ARGV[at + 4], ARGV[at + 5], ARGV[at + 6],
     ARGV[at + 7]
   local unique, gate, pipe = ARGV[at + 9], ARGV[at + 12], ARGV[at + 14]
-  local n = tonumber(ARGV[at + 15])
+  local n = tonumber(ARGV[at + 16])
   local jk = job_key(id)
   local holder = unique ~= '' and redis.call('HGET', KEYS[5], unique)
   if redis.call('EXISTS', jk) == 1 then
@@ -75,6 +84,7 @@ while at <= #ARGV do
       fields[#fields + 1], fields[#fields + 2] = 'g', gate
       fields[#fields + 1], fields[#fields + 2] = 'G', ARGV[at + 13]
     end
+    if ARGV[at + 15] ~= '' then fields[#fields + 1], fields[#fields + 2] = 'X', ARGV[at + 15] end
     redis.call('HSET', jk, unpack(fields))
     redis.call('ZADD', KEYS[2], 0, id)
     redis.call('SADD', KEYS[3], queue)
@@ -90,7 +100,7 @@ while at <= #ARGV do
       local waiting, cause, cause_task, cause_how = 0, nil, nil, nil
       local seen = {}
       for j = 1, n do
-        local dep = ARGV[at + 15 + j]
+        local dep = ARGV[at + 16 + j]
         if not seen[dep] then
           seen[dep] = true
           redis.call('SADD', dependents_key(dep), id)
@@ -105,7 +115,7 @@ while at <= #ARGV do
           end
         end
       end
-      redis.call('HSET', jk, 'aw', waiting, 'ar', ARGV[3])
+      redis.call('HSET', jk, 'aw', waiting, 'ar', ARGV[3], 'ah', batch[id])
       if pipe ~= '' then redis.call('HSET', jk, 'ap', pipe) end
       if waiting == 0 then
         redis.call('HSET', jk, 's', 'queued', 'd', now)
@@ -120,7 +130,7 @@ while at <= #ARGV do
       end
     end
   end
-  at = at + 16 + n
+  at = at + 17 + n
 end
 trim_events()
 flush_counts(KEYS[4], counts)
