@@ -3,6 +3,8 @@ per batch, a job that left the status skipped, a running job's cancel requested.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from contract import (
     T0,
@@ -90,3 +92,25 @@ async def test_cancel_and_retry_many_reach_jobs_behind_many_newer_ones(backend: 
     cancelled_old = JobFilter(status="cancelled", task="old")
     assert await retry_matching(backend, cancelled_old, T0 + 1) == 5
     assert [await status(backend, job_id) for job_id in old] == ["queued"] * 5
+
+
+async def test_retry_of_two_jobs_taking_one_unique_key_still_checks_the_status(
+    backend: Backend,
+) -> None:
+    # On PostgreSQL two jobs of one batch taking the same key fail the batch statement, which
+    # then goes one job at a time: that way too, a job in another status is skipped.
+    first = await enqueue(backend, replace(new_job(), unique_key="doc:1"))
+    assert await BULK.of(backend).cancel(first, "queued", T0, EXPIRE) == 1
+    second = await enqueue(backend, replace(new_job(), unique_key="doc:1"))
+    assert await BULK.of(backend).cancel(second, "queued", T0, EXPIRE) == 1
+    failed = await enqueue(backend, new_job())
+    assert await claim_ids(backend, W1, limit=1) == failed
+    history = error_history(("ValueError", "boom"))
+    outcome = Outcome(failed[0], "failed", errors=history, expire_at=T0 + 5000)
+    assert await finish_one(backend, W1, outcome, T0 + 1)
+    assert await BULK.of(backend).retry([*first, *second, *failed], "cancelled", T0 + 2) == 1
+    assert await status(backend, failed[0]) == "failed"  # not in the requested status
+    assert sorted([await status(backend, first[0]), await status(backend, second[0])]) == [
+        "cancelled",
+        "queued",
+    ]

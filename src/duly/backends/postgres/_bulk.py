@@ -4,6 +4,8 @@ statements, whatever its size; the triggers keep events, groups and dependents a
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,7 +15,6 @@ from duly._records import ID_CEILING, JobFilter
 from duly.backends.bulk import MAX_BATCH
 from duly.backends.postgres._concurrency import free_gates
 from duly.backends.postgres._connection import Connection
-from duly.backends.postgres._operator import retry as retry_one
 
 __all__ = ["PostgresBulk"]
 
@@ -83,7 +84,7 @@ class PostgresBulk:
             "channel": db.channel,
         }
 
-        async def run(conn: psycopg.AsyncConnection[Any]) -> int:
+        async def run(conn: psycopg.AsyncConnection[Any], params: dict[str, object]) -> int:
             await conn.execute(db.q["retry_take_over_many"], params)
             cur = await conn.execute(db.q["retry_many"], params)
             row = await cur.fetchone()
@@ -91,7 +92,13 @@ class PostgresBulk:
             return int(row[0])
 
         try:
-            return await db.transaction(run)
+            return await db.transaction(functools.partial(run, params=params))
         except psycopg.errors.UniqueViolation:
-            record = [await retry_one(db, job_id, now) for job_id in ids]  # rare: see above
-            return sum(record)
+            pass  # rare (see above): the same statements, a job per transaction
+        retried = 0
+        for job_id in ids:
+            one = {**params, "ids": [job_id]}  # still checks the status, as the batch does
+            # A holder of its key committed meanwhile: rolled back, unchanged.
+            with contextlib.suppress(psycopg.errors.UniqueViolation):
+                retried += await db.transaction(functools.partial(run, params=one))
+        return retried

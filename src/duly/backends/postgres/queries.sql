@@ -321,6 +321,9 @@ SET status = CASE WHEN t.run THEN 'running' ELSE j.status END,
     finished_at = CASE WHEN t.run THEN NULL ELSE j.finished_at END,
     -- A unique_until = 'start' hold ends when its job first starts.
     unique_key = CASE WHEN t.run AND j.unique_until = 'start' THEN NULL ELSE j.unique_key END,
+    -- The expiry is about a job that never started: once started, a way back to queued (a
+    -- recovery, a release, a retry) must not end it as "never run".
+    expires_at = CASE WHEN t.run THEN NULL ELSE j.expires_at END,
     parked = NOT t.run
 FROM touched t
 WHERE j.id = t.id
@@ -744,6 +747,7 @@ WITH again AS (
     SET status = 'queued', attempts = 0, lost = 0, finished_at = NULL, result = NULL,
         expire_at = NULL, worker = NULL, lease_until = NULL, rate_slot = NULL,
         position = %(now)s,
+        expires_at = NULL,  -- an operator's retry runs the job, whatever its old expiry
         unique_key = CASE WHEN j.unique_expires_at <= j.finished_at THEN NULL
                           ELSE j.unique_key END
     WHERE j.id = %(id)s AND j.status IN ('failed', 'cancelled')
@@ -1297,6 +1301,7 @@ WITH again AS (
     SET status = 'queued', attempts = 0, lost = 0, finished_at = NULL, result = NULL,
         expire_at = NULL, worker = NULL, lease_until = NULL, rate_slot = NULL,
         position = %(now)s,
+        expires_at = NULL,  -- an operator's retry runs the job, whatever its old expiry
         unique_key = CASE WHEN j.unique_expires_at <= j.finished_at THEN NULL
                           ELSE j.unique_key END
     WHERE j.id = ANY(%(ids)s::text[]) AND j.status = %(status)s
