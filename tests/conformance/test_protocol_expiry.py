@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from contract import DEFAULT_QUEUE, LEASE, T0, W1, errors_of, job, new_job
 
-from duly._records import JobRecord, NewJob
+from duly._records import JobRecord, NewJob, Outcome
 from duly.backends.base import Backend
 
 pytestmark = pytest.mark.timeout(120)
@@ -88,3 +88,24 @@ async def test_one_claim_ends_a_bounded_number_of_expired_jobs(backend: Backend)
     assert 0 < len(first) <= 100 and {r.status for r in first} == {"cancelled"}
     rest = await claim(backend, T0 + 5)
     assert sorted(r.id for r in first + rest) == sorted(j.id for j in stale)
+
+
+async def test_expired_jobs_of_one_gate_ended_together_pass_every_turn_on(
+    backend: Backend,
+) -> None:
+    def gated(job: NewJob) -> NewJob:
+        return replace(job, gate="g", gate_limit=2)
+
+    holders = [gated(new_job(at=T0 + i * 0.01)) for i in range(2)]
+    stale = [gated(expiring(T0 + 5, at=T0 + 1 + i * 0.01)) for i in range(3)]
+    behind = [gated(new_job(at=T0 + 2 + i * 0.01)) for i in range(2)]
+    await backend.enqueue([*holders, *stale, *behind])
+    assert sorted(r.id for r in await claim(backend, T0 + 3)) == sorted(j.id for j in holders)
+    done = [Outcome(j.id, "succeeded", expire_at=T0 + 99) for j in holders]
+    assert await backend.finish(W1, done, T0 + 8) == [True, True]  # unparks two of `stale`
+    taken: list[str] = []
+    for _ in range(5):
+        taken += [r.id for r in await claim(backend, T0 + 9) if r.status == "running"]
+    assert sorted(taken) == sorted(j.id for j in behind)  # both freed slots reached them
+    for job_ in stale:
+        assert (await job(backend, job_.id)).status == "cancelled"

@@ -297,7 +297,7 @@ touched AS (
 )
 ,
 -- Expired jobs (0013): left out of the candidates above, so none starts; reported (run NULL)
--- for the claimer to end (expire_job).
+-- for the claimer to end (expire_jobs).
 expired AS (
     SELECT j.id
     FROM unnest(%(queues)b::text[]) AS q(name)
@@ -334,14 +334,17 @@ UNION ALL
 SELECT NULL::boolean, NULL::bigint, j.position, j.gate, j.gate_limit, {columns}
 FROM {schema}.jobs j JOIN expired e ON e.id = j.id;
 
--- name: expire_job
--- The end of a job claim found expired (its row locked first; still queued, else left alone):
+-- name: expire_jobs
+-- The end of the jobs a claim found expired, %(ids)s (text[]), in one statement (rows locked
+-- first, in id order as cancel_many does; one still queued and expired, else left alone):
 -- cancelled as cancel does a waiting job, with a JobExpired error appended to its errors (JSON
--- list). Returns: gate, was_waiting (queued and not parked: its turn passes on) and the record.
+-- list). Returns per job: gate, was_waiting (queued and not parked: its turn passes on) and the
+-- record.
 WITH cur AS (
     SELECT j.id, j.parked
     FROM {schema}.jobs j
-    WHERE j.id = %(id)s AND j.status = 'queued' AND j.expires_at <= %(now)s
+    WHERE j.id = ANY(%(ids)s::text[]) AND j.status = 'queued' AND j.expires_at <= %(now)s
+    ORDER BY j.id
     FOR UPDATE
 )
 UPDATE {schema}.jobs j
