@@ -99,7 +99,7 @@ class JobInfo(msgspec.Struct, Generic[R], frozen=True):
     after: list[str] = []
     progress: Progress | None = None
     #: When the job, still waiting then, never starts (``expires=``): it ends cancelled with
-    #: a ``JobExpired`` error. None: no expiry.
+    #: a ``JobExpired`` error. None: no expiry, or no longer (it started, or was retried).
     expires_at: datetime | None = None
 
     @property

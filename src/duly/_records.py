@@ -165,7 +165,8 @@ class JobRecord:
     progress: bytes | None = None
     #: The last checkpoint a run stored (JSON), None if none: what the next run resumes from.
     cursor: bytes | None = None
-    #: When the job, still waiting then, never starts (``NewJob.expires_at``), or None.
+    #: When the job, still waiting then, never starts (``NewJob.expires_at``), or None
+    #: (none, or cleared: by the job's first start, or an operator's retry).
     expires_at: float | None = None
 
     @property

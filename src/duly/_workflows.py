@@ -30,7 +30,7 @@ from duly._job import Job, JobInfo
 from duly._payload import Links, payload_links, with_first_argument, with_links
 from duly._records import EnqueueResult, JobRecord, NewJob
 from duly._task import Signature
-from duly.backends.dependencies import DEPENDENCIES
+from duly.backends.dependencies import DEPENDENCIES, MAX_DEPTH
 
 if TYPE_CHECKING:
     from duly._ports import AppPort
@@ -55,8 +55,9 @@ __all__ = [
 WORKFLOW_SUFFIX: Final = "w"
 
 #: The most steps of one chain: a failure cancels the steps after it in the same atomic step,
-#: one trigger level per step on SQLite (1000 at most) and PostgreSQL (its stack depth).
-MAX_CHAIN_STEPS: Final = 500
+#: one trigger level per step on SQLite (1000 at most) and PostgreSQL (its stack depth); the
+#: same cap as any line of dependencies (MAX_DEPTH, checked by the backends).
+MAX_CHAIN_STEPS: Final = MAX_DEPTH
 
 WorkflowStatus = Literal["running", "succeeded", "failed", "cancelled"]
 

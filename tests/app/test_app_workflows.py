@@ -170,3 +170,14 @@ def test_bad_input_is_refused_and_nothing_is_stored(app: duly.App) -> None:
     assert app.jobs() == []
     assert app.get_workflow("nope") is None
     assert app.get_workflow(ghost + "w") is None
+
+
+def test_nothing_may_wait_deeper_than_a_full_chain(app: duly.App) -> None:
+    @app.task(name="t.step")
+    def step() -> int:
+        return 1
+
+    full = app.chain(*[step.si() for _ in range(500)])
+    with pytest.raises(duly.ConfigurationError, match="501 jobs deep"):
+        step.options(after=[full.jobs[-1]]).enqueue()
+    assert len(app.jobs(limit=1000)) == 500

@@ -301,3 +301,20 @@ async def test_released_dependents_queue_in_the_order_they_were_released(
     assert await finish_one(backend, W1, ok(a.id), T0 + 6)
     assert await finish_one(backend, W1, ok(b.id), T0 + 7)
     assert await claim_ids(backend, W1, limit=2, now=T0 + 8) == [late.id, early.id]
+
+
+async def test_a_batch_below_a_failed_dependency_is_cancelled_down_its_line(
+    backend: Backend,
+) -> None:
+    a = new_job()
+    await enqueue(backend, a)
+    await run(backend, a.id, failed(a.id))
+    b = after(a, pipe=a)
+    c, d = after(b, pipe=b), after(b, a)
+    await store(backend, b, c, d)
+    for dependent, cause in ((b, a), (c, b), (d, a)):
+        record = await job(backend, dependent.id)
+        assert record.status == "cancelled"
+        [error] = errors_of(record)
+        assert cause.id in error["message"], dependent
+    assert await backend.dependencies.dependents(b.id) == sorted([c.id, d.id])

@@ -19,10 +19,11 @@ log = logging.getLogger("duly.worker")
 
 
 async def runnable(app: App, records: list[JobRecord]) -> list[JobRecord]:
-    """``records`` without the expired ones (status ``cancelled``), which are reported."""
-    if not records or records[-1].status != "cancelled":  # the expired come last
+    """The jobs ``records`` started (status ``running``); the expired ones (``cancelled``)
+    are reported. Only a running record is this worker's to run: anything else is dropped."""
+    started = [r for r in records if r.status == "running"]
+    if len(started) == len(records):
         return records
-    started = [r for r in records if r.status != "cancelled"]
     hooks = app.hooks
     pending = []
     for record in records:

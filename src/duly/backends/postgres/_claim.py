@@ -79,27 +79,26 @@ async def claim(
 
 async def _end_expired(db: Connection, ids: list[str], now: float) -> list[JobRecord]:
     """End the jobs a claim found expired (it started none of them), as ``cancel`` does,
-    with a ``JobExpired`` error: one transaction; their records, ``cancelled``. One another
+    with a ``JobExpired`` error: one transaction of set-based statements (as many round
+    trips however many jobs); their records, ``cancelled``, in the order met. One another
     claimer ended first is left alone; should this one die first, the next claim finds them."""
     params: dict[str, object] = {
+        "ids": ids,
         "now": now,
         "expire_at": now + EXPIRED_KEEP,
         "message": EXPIRED_MESSAGE,
     }
 
     async def run(conn: psycopg.AsyncConnection[Any]) -> list[JobRecord]:
-        ended = []
-        for job_id in ids:
-            cur = await conn.execute(db.q["expire_job"], {**params, "id": job_id})
-            row = await cur.fetchone()
-            if row is None:
-                continue
-            gate, was_waiting, *columns = row
-            if gate is not None and was_waiting:
-                await free_gates(db, conn, [], [gate])
-            await conn.execute(db.q["fresh_cancelled"], {**params, "id": job_id})
-            ended.append(JobRecord(*columns))
-        return ended
+        cur = await conn.execute(db.q["expire_jobs"], params)
+        rows = await cur.fetchall()
+        passed_on = [gate for gate, was_waiting, *_ in rows if gate is not None and was_waiting]
+        if passed_on:
+            await free_gates(db, conn, [], passed_on)
+        if rows:
+            await conn.execute(db.q["fresh_cancelled_many"], params)
+        ended = {record.id: record for record in (JobRecord(*columns) for _, _, *columns in rows)}
+        return [ended[job_id] for job_id in ids if job_id in ended]
 
     try:
         return await db.transaction(run)

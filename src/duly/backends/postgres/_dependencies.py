@@ -5,7 +5,7 @@ the trigger of ``migrations/0015_dependencies.sql`` does it in the statement tha
 change. This module stores dependents: one transaction that locks their stored dependencies
 (FOR SHARE: none can end before it commits, or its trigger would not see the new rows), stores
 the jobs as ``enqueue`` does (dependents ``scheduled`` for +inf, so their first event says
-so), then each dependent's rows and first state (``dependency_wait``).
+so), then all dependents' rows and first states in one statement (``dependency_wait``).
 """
 
 from __future__ import annotations
@@ -44,20 +44,25 @@ class PostgresDependencies:
             cur = await conn.execute(db.q["dependency_lock"], {"ids": wanted})
             depths = dependency_depths(jobs, {row[0]: row[1] for row in await cur.fetchall()})
             results = await run_plan_async(conn, db.q, enqueue_plan(held, db.channel, fresh=False))
-            for job, result in zip(jobs, results, strict=True):
-                if not job.after or result.deduplicated:
-                    continue
+            waiting = [
+                job
+                for job, result in zip(jobs, results, strict=True)
+                if job.after and not result.deduplicated
+            ]
+            if waiting:
+                links = [(d, job.id) for job in waiting for d in job.after]
                 params = {
-                    "id": job.id,
-                    "after": list(job.after),
-                    "pipe_from": job.pipe_from,
+                    "link_after": [after for after, _ in links],
+                    "link_job": [dependent for _, dependent in links],
+                    "ids": [job.id for job in waiting],
+                    "pipes": [job.pipe_from for job in waiting],
+                    "depths": [depths[job.id] for job in waiting],
                     "retention": float(retention),
-                    "depth": depths[job.id],
                     "now": now,
                 }
                 cur = await conn.execute(db.q["dependency_wait"], params)
-                status, queue = (await cur.fetchall())[0]
-                if status == "queued":
+                woken = {queue for status, queue in await cur.fetchall() if status == "queued"}
+                for queue in sorted(woken):
                     wake = {"channel": db.channel, "queue": queue}
                     await conn.execute(db.q["dependency_wake"], wake)
             return results

@@ -308,7 +308,7 @@ touched AS (
 )
 ,
 -- Expired jobs (0013): left out of the candidates above, so none starts; reported (run NULL)
--- for the claimer to end (expire_job).
+-- for the claimer to end (expire_jobs).
 expired AS (
     SELECT j.id
     FROM unnest(%(queues)b::text[]) AS q(name)
@@ -332,6 +332,9 @@ SET status = CASE WHEN t.run THEN 'running' ELSE j.status END,
     finished_at = CASE WHEN t.run THEN NULL ELSE j.finished_at END,
     -- A unique_until = 'start' hold ends when its job first starts.
     unique_key = CASE WHEN t.run AND j.unique_until = 'start' THEN NULL ELSE j.unique_key END,
+    -- The expiry is about a job that never started: once started, a way back to queued (a
+    -- recovery, a release, a retry) must not end it as "never run".
+    expires_at = CASE WHEN t.run THEN NULL ELSE j.expires_at END,
     parked = NOT t.run
 FROM touched t
 WHERE j.id = t.id
@@ -342,14 +345,17 @@ UNION ALL
 SELECT NULL::boolean, NULL::bigint, j.position, j.gate, j.gate_limit, {columns}
 FROM {schema}.jobs j JOIN expired e ON e.id = j.id;
 
--- name: expire_job
--- The end of a job claim found expired (its row locked first; still queued, else left alone):
+-- name: expire_jobs
+-- The end of the jobs a claim found expired, %(ids)s (text[]), in one statement (rows locked
+-- first, in id order as cancel_many does; one still queued and expired, else left alone):
 -- cancelled as cancel does a waiting job, with a JobExpired error appended to its errors (JSON
--- list). Returns: gate, was_waiting (queued and not parked: its turn passes on) and the record.
+-- list). Returns per job: gate, was_waiting (queued and not parked: its turn passes on) and the
+-- record.
 WITH cur AS (
     SELECT j.id, j.parked
     FROM {schema}.jobs j
-    WHERE j.id = %(id)s AND j.status = 'queued' AND j.expires_at <= %(now)s
+    WHERE j.id = ANY(%(ids)s::text[]) AND j.status = 'queued' AND j.expires_at <= %(now)s
+    ORDER BY j.id
     FOR UPDATE
 )
 UPDATE {schema}.jobs j
@@ -755,6 +761,7 @@ WITH again AS (
     SET status = 'queued', attempts = 0, lost = 0, finished_at = NULL, result = NULL,
         expire_at = NULL, worker = NULL, lease_until = NULL, rate_slot = NULL,
         position = %(now)s,
+        expires_at = NULL,  -- an operator's retry runs the job, whatever its old expiry
         unique_key = CASE WHEN j.unique_expires_at <= j.finished_at THEN NULL
                           ELSE j.unique_key END
     WHERE j.id = %(id)s AND j.status IN ('failed', 'cancelled')
@@ -1057,36 +1064,44 @@ ORDER BY j.id
 FOR SHARE OF j;
 
 -- name: dependency_wait
--- After `enqueue` stored the dependent `scheduled` for +inf: its links, and its row (its
--- dependencies not succeeded yet, its chain input if that one succeeded already, the first
--- one already failed or cancelled); then queued at once (none waiting), cancelled at once (a
--- dependency failed or was cancelled: as the trigger would have), or left waiting with no due
--- time. Returns its status.
+-- After `enqueue` stored the dependents `scheduled` for +inf, all of them in one statement (the
+-- ids, pipe_froms and depths in step; a link per (link_after, link_job) pair): their links,
+-- and each one's row (its dependencies not succeeded yet, its chain input if that one
+-- succeeded already, the first one already failed or cancelled); then queued at once (none
+-- waiting), cancelled at once (a dependency failed or was cancelled: as the trigger would
+-- have), or left waiting with no due time. One that waits for another of them cancelled here
+-- is cancelled by the trigger at the end of this statement, as it would have been later.
+-- Returns their status and queue.
 WITH links AS (
     INSERT INTO {schema}.job_after (after_id, job_id)
-    SELECT DISTINCT d, %(id)s FROM unnest(%(after)s::text[]) AS d
+    SELECT DISTINCT l.after_id, l.job_id
+    FROM unnest(%(link_after)s::text[], %(link_job)s::text[]) AS l(after_id, job_id)
     ON CONFLICT DO NOTHING
     RETURNING 1
 ),
 deps AS (
-    SELECT j.id, j.task, j.status, j.result
-    FROM {schema}.jobs j WHERE j.id = ANY(%(after)s::text[])
+    SELECT DISTINCT l.job_id, d.id, d.task, d.status, d.result
+    FROM unnest(%(link_after)s::text[], %(link_job)s::text[]) AS l(after_id, job_id)
+    JOIN {schema}.jobs d ON d.id = l.after_id
 ),
 cause AS (
-    SELECT d.id, d.task, d.status FROM deps d
-    WHERE d.status IN ('failed', 'cancelled') ORDER BY d.id LIMIT 1
+    SELECT DISTINCT ON (d.job_id) d.job_id, d.id, d.task, d.status FROM deps d
+    WHERE d.status IN ('failed', 'cancelled') ORDER BY d.job_id, d.id
 ),
 wait AS (
     INSERT INTO {schema}.job_waits
         (job_id, waiting, pipe_from, input, failed_by, retention, depth)
-    SELECT %(id)s,
-           (SELECT count(*) FROM deps d WHERE d.status <> 'succeeded'),
-           %(pipe_from)s,
-           (SELECT d.result FROM deps d WHERE d.id = %(pipe_from)s AND d.status = 'succeeded'),
-           (SELECT c.id FROM cause c),
+    SELECT n.id,
+           (SELECT count(*) FROM deps d WHERE d.job_id = n.id AND d.status <> 'succeeded'),
+           n.pipe_from,
+           (SELECT d.result FROM deps d
+            WHERE d.job_id = n.id AND d.id = n.pipe_from AND d.status = 'succeeded'),
+           (SELECT c.id FROM cause c WHERE c.job_id = n.id),
            %(retention)s,
-           %(depth)s
-    RETURNING waiting, failed_by
+           n.depth
+    FROM unnest(%(ids)s::text[], %(pipes)s::text[], %(depths)s::integer[])
+         AS n(id, pipe_from, depth)
+    RETURNING job_id, waiting, failed_by
 )
 UPDATE {schema}.jobs j
 SET status = CASE WHEN w.waiting = 0 THEN 'queued'
@@ -1102,15 +1117,14 @@ SET status = CASE WHEN w.waiting = 0 THEN 'queued'
     errors = CASE WHEN w.waiting > 0 AND w.failed_by IS NOT NULL THEN
         convert_to(jsonb_build_array(jsonb_build_object(
             'type', 'DependencyFailed',
-            'message', (SELECT 'dependency ' || c.id || ' (' || c.task || ') '
-                               || CASE WHEN c.status = 'failed' THEN 'failed'
-                                       ELSE 'was cancelled' END FROM cause c),
+            'message', 'dependency ' || c.id || ' (' || c.task || ') '
+                       || CASE WHEN c.status = 'failed' THEN 'failed' ELSE 'was cancelled' END,
             'traceback', '',
             'at', %(now)s::double precision,
             'attempt', 0))::text, 'UTF8')
         ELSE j.errors END
-FROM wait w, (SELECT count(*) FROM links) AS linked
-WHERE j.id = %(id)s
+FROM wait w LEFT JOIN cause c ON c.job_id = w.job_id, (SELECT count(*) FROM links) AS linked
+WHERE j.id = w.job_id
 RETURNING j.status, j.queue;
 
 -- name: dependents
@@ -1308,6 +1322,7 @@ WITH again AS (
     SET status = 'queued', attempts = 0, lost = 0, finished_at = NULL, result = NULL,
         expire_at = NULL, worker = NULL, lease_until = NULL, rate_slot = NULL,
         position = %(now)s,
+        expires_at = NULL,  -- an operator's retry runs the job, whatever its old expiry
         unique_key = CASE WHEN j.unique_expires_at <= j.finished_at THEN NULL
                           ELSE j.unique_key END
     WHERE j.id = ANY(%(ids)s::text[]) AND j.status = %(status)s

@@ -11,7 +11,6 @@ from typing import Any
 from duly._records import JobRecord
 from duly.backends.redis import _codec
 from duly.backends.redis._connection import RedisConnection
-from duly.backends.redis._lookups import get_job
 from duly.backends.redis._scripts import Value
 
 __all__ = ["claim", "claim_rows", "claimed_records", "promote_due"]
@@ -73,20 +72,15 @@ async def claimed_records(
     lease_until: float,
 ) -> list[JobRecord]:
     """The records of claim.lua's rows: the jobs taken, then those it found expired and
-    ended (their rows are ``b"expired"``: read back, ``cancelled``)."""
+    ended, ``cancelled`` (built from the script's reply, never read back: by then another
+    client may have retried one, which this worker must not take for its own)."""
     now, lease_until = float(now), float(lease_until)
-    records = [
-        _codec.claimed(job_id, row, worker, now, lease_until)
+    return [
+        _codec.expired(job_id, row, now)
+        if _codec.is_expired_row(row)
+        else _codec.claimed(job_id, row, worker, now, lease_until)
         for job_id, row in rows
-        if row != b"expired"
     ]
-    if len(records) < len(rows):
-        for job_id, row in rows:
-            if row == b"expired":
-                record = await get_job(conn, job_id.decode())
-                if record is not None:
-                    records.append(record)
-    return records
 
 
 async def promote_due(conn: RedisConnection, now: float, limit: int) -> tuple[int, float | None]:

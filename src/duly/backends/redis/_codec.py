@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from duly._records import (
+    EXPIRED_KEEP,
     EnqueueResult,
     JobRecord,
     NewJob,
@@ -25,8 +26,10 @@ from duly.backends.redis._scripts import RawHash
 __all__ = [
     "ClaimRow",
     "claimed",
+    "expired",
     "float_or_none",
     "handed",
+    "is_expired_row",
     "queue_stats",
     "record",
     "results",
@@ -130,6 +133,24 @@ def claimed(
         rate_slot=None if rate_slot is None else float(rate_slot),
         cursor=r.cursor,
     )
+
+
+def is_expired_row(row: Sequence[Any]) -> bool:
+    """Whether a claim.lua row is a job it ended expired: ``[b"expired", row, X, b]`` (a
+    taken job's row has ``len(ClaimRow._fields)`` values)."""
+    return len(row) == 4 and row[0] == b"expired"
+
+
+def expired(job_id: bytes, row: Sequence[Any], now: float) -> JobRecord:
+    """The record of a job claim.lua ended expired at ``now`` (``is_expired_row``): its
+    claim row (errors after the change), its expiry and started_at; ``cancelled``, finished
+    at ``now``, kept ``EXPIRED_KEEP``."""
+    _, fields, expires_at, started_at = row
+    taken = claimed(job_id, fields, "", now, now)
+    taken.status, taken.worker, taken.lease_until = "cancelled", None, None
+    taken.started_at, taken.finished_at = float_or_none(started_at), now
+    taken.expire_at, taken.expires_at = now + EXPIRED_KEEP, float_or_none(expires_at)
+    return taken
 
 
 def handed(row: bytes, worker: str) -> JobRecord:

@@ -47,9 +47,17 @@ async def claim(
 
 
 #: Where claim_start's changes go in a JobRecord's values (see _start).
-_STATUS, _ATTEMPTS, _STARTED_AT, _FINISHED_AT, _WORKER, _LEASE_UNTIL = (
+_STATUS, _ATTEMPTS, _STARTED_AT, _FINISHED_AT, _WORKER, _LEASE_UNTIL, _EXPIRES_AT = (
     _rows.JOB_FIELDS.index(name)
-    for name in ("status", "attempts", "started_at", "finished_at", "worker", "lease_until")
+    for name in (
+        "status",
+        "attempts",
+        "started_at",
+        "finished_at",
+        "worker",
+        "lease_until",
+        "expires_at",
+    )
 )
 
 
@@ -83,7 +91,7 @@ def claim_tx(
             if queue not in gated_queues:
                 cursor = conn.execute(
                     QUERIES["claim_candidates"],
-                    {"queue": queue, "limit": limit - len(claimed)},
+                    {"queue": queue, "limit": limit - len(claimed), "now": now},
                 )
                 codec = _rows.job_codec("claim_candidates", cursor)
                 rows = cursor.fetchall()
@@ -179,6 +187,7 @@ def _start(
         job[_STATUS], job[_ATTEMPTS] = "running", job[_ATTEMPTS] + 1
         job[_STARTED_AT], job[_FINISHED_AT] = started_at, None
         job[_WORKER], job[_LEASE_UNTIL] = worker, until
+        job[_EXPIRES_AT] = None
         started.append(JobRecord(*job))
     return started
 

@@ -68,7 +68,9 @@ INSERT INTO queues (name) VALUES (:name) ON CONFLICT (name) DO NOTHING;
 -- candidates of the gate (the ready jobs of the gate up to it: all of them are candidates, as
 -- candidates are a prefix of the queue) stay within its gate_limit. `verdicts` is materialized,
 -- so every count is read before any row changes. A parked row is returned with status 'queued'.
--- A job whose unique hold ends at start (unique_until = 'start') drops its key here.
+-- A job whose unique hold ends at start (unique_until = 'start') drops its key here; a job
+-- past its expiry (expires_at <= :now) is never a candidate (claim_expired ends it, or a later
+-- claim does past the cap), and a started one loses its expiry.
 -- RETURNING order is unspecified, so `position` is returned too and the caller sorts; `gate`
 -- tells the caller whether the queue still holds gated jobs (else the fast path will do).
 -- RETURNING yields REAL columns holding whole numbers as integers (SQLite stores them so), hence
@@ -83,6 +85,7 @@ WITH considered AS (
         FROM (
             SELECT id, lost, gate, gate_limit, priority, position FROM jobs INDEXED BY jobs_claim
             WHERE status = 'queued' AND parked = 0 AND queue = :queue
+              AND (expires_at IS NULL OR expires_at > :now)  -- an expired job never starts
             ORDER BY priority DESC, position, id
             LIMIT :limit
         )
@@ -98,12 +101,14 @@ verdicts AS MATERIALIZED (
                 ELSE (SELECT count(*) FROM jobs AS ahead INDEXED BY jobs_claim
                       WHERE ahead.status = 'queued' AND ahead.parked = 0
                         AND ahead.queue = :queue AND ahead.priority > c.priority
-                        AND ahead.gate = c.gate)
+                        AND ahead.gate = c.gate
+                        AND (ahead.expires_at IS NULL OR ahead.expires_at > :now))
                    + (SELECT count(*) FROM jobs AS ahead INDEXED BY jobs_claim
                       WHERE ahead.status = 'queued' AND ahead.parked = 0
                         AND ahead.queue = :queue AND ahead.priority = c.priority
                         AND (ahead.position, ahead.id) <= (c.position, c.id)
-                        AND ahead.gate = c.gate)
+                        AND ahead.gate = c.gate
+                        AND (ahead.expires_at IS NULL OR ahead.expires_at > :now))
                    + (SELECT count(*) FROM jobs AS running INDEXED BY jobs_gate
                       WHERE running.gate = c.gate AND running.status = 'running')
                    <= c.gate_limit
@@ -118,7 +123,10 @@ SET status = iif(take, 'running', 'queued'),
     worker = iif(take, :worker, worker),
     lease_until = iif(take, :lease_until, lease_until),
     finished_at = iif(take, NULL, finished_at),
-    unique_key = iif(take AND unique_until = 'start', NULL, unique_key)
+    unique_key = iif(take AND unique_until = 'start', NULL, unique_key),
+    -- The expiry is about a job that never started: once started, a way back to queued (an
+    -- operator retry, a recovery, a release) must not end it as "never run".
+    expires_at = iif(take, NULL, expires_at)
 FROM verdicts
 WHERE jobs.id = verdicts.id
 RETURNING id, task, queue, payload, status, attempts, max_attempts, key, priority,
@@ -146,11 +154,13 @@ SELECT status = 'queued' AND parked = 0 FROM jobs WHERE id = :id;
 
 -- name: claim_expired
 -- claim, first: the queued jobs of one queue whose expiry has passed (jobs_expiring), parked or
--- not; the claim ends each as cancel does (then expired_error), so none of them can start.
+-- not; the claim ends each as cancel does (then expired_error). At most 100 a claim (the
+-- write lock is held): the claim statements leave out every expired job, so the cap only bounds
+-- the cleanup, never lets an expired job start.
 SELECT id FROM jobs INDEXED BY jobs_expiring
 WHERE queue = :queue AND expires_at IS NOT NULL AND status = 'queued' AND expires_at <= :now
 ORDER BY expires_at
-LIMIT 1000;
+LIMIT 100;
 
 -- name: expired_error
 -- claim: a job claim_expired found, just cancelled: its JobExpired error appended to the JSON
@@ -179,6 +189,7 @@ SELECT id, task, queue, payload, status, attempts, max_attempts, key, priority,
        (SELECT data_version FROM pragma_data_version) AS data_version
 FROM jobs INDEXED BY jobs_claim
 WHERE status = 'queued' AND parked = 0 AND queue = :queue
+  AND (expires_at IS NULL OR expires_at > :now)  -- an expired job never starts
 ORDER BY priority DESC, position, id
 LIMIT :limit;
 
@@ -192,7 +203,8 @@ SET status = 'running',
     worker = :worker,
     lease_until = :lease_until,
     finished_at = NULL,
-    unique_key = iif(unique_until = 'start', NULL, unique_key)
+    unique_key = iif(unique_until = 'start', NULL, unique_key),
+    expires_at = NULL  -- started: its expiry no longer applies (see claim)
 WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: touch_worker
@@ -389,7 +401,8 @@ FROM jobs WHERE id = :id AND status IN ('failed', 'cancelled');
 UPDATE jobs
 SET status = 'queued', attempts = 0, lost = 0, finished_at = NULL, result = NULL,
     expire_at = NULL, worker = NULL, lease_until = NULL, position = :now,
-    unique_key = :unique_key, rate_slot = NULL
+    unique_key = :unique_key, rate_slot = NULL,
+    expires_at = NULL  -- an operator's retry runs the job, whatever its old expiry
 WHERE id = :id AND status IN ('failed', 'cancelled')
   -- A dependent cancelled by a dependency runs when that one succeeds, not on its own.
   AND NOT EXISTS (SELECT 1 FROM job_waits w WHERE w.job_id = :id AND w.waiting > 0);

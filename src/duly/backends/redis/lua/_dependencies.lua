@@ -76,7 +76,7 @@ end
 local function dependency_succeeded(id, now, result, woken)
   for _, x in ipairs(redis.call('SMEMBERS', dependents_key(id))) do
     local xk = job_key(x)
-    local f = redis.call('HMGET', xk, 's', 'd', 'aw', 'ap', 'ab', 'q', 'r', 'e', 't', 'k')
+    local f = redis.call('HMGET', xk, 's', 'd', 'aw', 'ap', 'ab', 'q', 'r', 't', 'k')
     if f[3] then
       local left = redis.call('HINCRBY', xk, 'aw', -1)
       if f[4] == id and result ~= '' then redis.call('HSET', xk, 'ai', result) end
@@ -94,7 +94,7 @@ local function dependency_succeeded(id, now, result, woken)
         redis.call('HSET', xk, 's', 'queued', 'd', now)
         redis.call('ZADD', ready_key(f[6]), fifo_score(f[7], now), x)
         woken[f[6]] = true
-        emit(x, 'queued', f[9], f[6], f[10])
+        emit(x, 'queued', f[8], f[6], f[9])
       end
     end
   end

@@ -12,7 +12,10 @@
 -- EXPIRED_KEEP), a JobExpired entry appended to its errors (`x`); a gated job passes its turn
 -- on to the next parked job of its gate (it may be the one a freed slot unparked); its unique
 -- hold ends; its event, its group, its dependents, its freshness scope as for a cancel.
+-- Returns its errors after the change (the claimer builds its record).
 local EXPIRED_KEEP = 604800
+local EXPIRED_CAP = 100  -- jobs one claim ends at most (claim.lua)
+local SKIP_CAP = 1000  -- expired jobs past EXPIRED_CAP one claim puts back before it stops
 local EXPIRED_MESSAGE = 'the job was not started by its expiry time (expires=): it never ran'
 
 local function has_expired(expires_at, now)
@@ -42,4 +45,5 @@ local function end_expired(unique_hash, id, now, counts, woken)
   if f[7] then settle_member(f[7], id, 'cancelled', now, woken) end
   if f[8] then dependency_ended(id, f[5], 'cancelled', now, woken) end
   fresh_ended(id, 'cancelled', now, '')
+  return errors
 end

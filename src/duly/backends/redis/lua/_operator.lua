@@ -66,7 +66,7 @@ local function retry_one(K, id, now, only, woken)
   end
   redis.call('ZREM', status_key(status), id)
   redis.call('ZREM', K[1], id)
-  redis.call('HDEL', jk, 'a', 'n', 'f', 'o', 'z', 'b', 'w', 'l', 'y')
+  redis.call('HDEL', jk, 'a', 'n', 'f', 'o', 'z', 'b', 'w', 'l', 'y', 'X')
   redis.call('HSET', jk, 's', 'queued')
   redis.call('ZADD', ready_key(queue), fifo_score(f[3], f[4]), id)
   emit(id, 'queued', f[6], queue, f[7])

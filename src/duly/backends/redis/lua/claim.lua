@@ -29,7 +29,13 @@
 --
 -- Expiry (_expiry.lua): a popped queued job whose expiry (X) has passed is not taken but ended
 -- `cancelled` with a JobExpired error (end_expired), and follows the taken jobs in the reply
--- as {id, 'expired'}; it does not count against `limit`.
+-- as {id, {'expired', row, X, b}} (row as for a taken job, its errors after the change; the
+-- caller knows s, f, z and l: only a job this claim ended is reported, from what this script
+-- read and wrote, never read back); it does not count against `limit`, but
+-- at most EXPIRED_CAP are ended a claim (Redis is blocked meanwhile): the ones met past it
+-- are put back as they were (a later claim ends them; none starts), and past SKIP_CAP of
+-- those the claim stops (without registering idle: work is left).
+-- A started job loses its expiry (X): it applies only to a job that never started.
 --
 -- Quarantine fairness: a job that already lost a worker (n > 0) may be a poison pill that kills
 -- whoever runs it, so it is handed out alone: only as the first job of a claim, and the claim
@@ -51,6 +57,7 @@ local counts = {}
 local woken = {}
 local expired = {}
 local done = false
+local capped = false  -- stopped by the expiry caps: expired jobs are left, do not wait idle
 local idle_ttl, handed = ARGV[6], nil
 if idle_ttl ~= '' then
   handed = {}
@@ -64,6 +71,7 @@ for qi = 9, #ARGV do
   local queue = ARGV[qi]
   local rk = ready_key(queue)
   local taken = 0
+  local aside = {}
   while want > 0 and not done and not queue_paused(queue) do
     local popped = redis.call('ZPOPMIN', rk, want)
     if #popped == 0 then break end
@@ -74,12 +82,21 @@ for qi = 9, #ARGV do
       else
         local jk = job_key(id)
         local h = redis.call('HMGET', jk, 't', 'q', 'p', 'a', 'm', 'k', 'r', 'e', 'd', 'o', 'x',
-          'n', 'z', 'y', 's', 'f', 'g', 'G', 'u', 'U', 'cu', 'X')
+          'n', 'z', 'y', 's', 'f', 'g', 'G', 'u', 'U', 'cu', 'X', 'b')
         local status, attempts, lost = h[15], tonumber(h[4]) or 0, tonumber(h[12]) or 0
         local gate, gate_limit, hold = h[17], tonumber(h[18]) or 0, h[19]
-        if status == 'queued' and has_expired(h[22], now) then
-          end_expired(KEYS[3], id, now, counts, woken)
+        if status == 'queued' and has_expired(h[22], now) and #expired >= 2 * EXPIRED_CAP then
+          -- Left for a later claim (never started): set aside until this queue is done, so
+          -- the jobs behind it still start; past SKIP_CAP of them the claim stops.
+          aside[#aside + 1], aside[#aside + 2] = popped[i + 1], id
+          if #aside >= 2 * SKIP_CAP then
+            done, capped = true, true
+          end
+        elseif status == 'queued' and has_expired(h[22], now) then
+          local errors = end_expired(KEYS[3], id, now, counts, woken)
           expired[#expired + 1] = id
+          expired[#expired + 1] = {'expired', {h[1], h[2], h[3], attempts, h[5], h[6], h[7], h[8],
+            h[9], h[10], errors, h[12], false, h[14], h[21]}, h[22], h[23]}
         elseif status == 'queued' and lost > 0 and #out > 0 then
           redis.call('ZADD', rk, popped[i + 1], id)
           done = true
@@ -92,6 +109,9 @@ for qi = 9, #ARGV do
           redis.call('HSET', jk, 's', 'running', 'a', attempts, 'b', now, 'w', worker,
             'l', lease_until)
           if h[16] then redis.call('HDEL', jk, 'f') end
+          -- Started: its expiry no longer applies (a recovery, a release or a retry that
+          -- queues it again must not end it as "never run").
+          if h[22] then redis.call('HDEL', jk, 'X') end
           if gate then redis.call('SADD', gate_running_key(gate), id) end
           if hold and h[20] then end_hold(KEYS[3], id, hold, false) end
           emit(id, 'running', h[1], h[2], h[6])
@@ -107,6 +127,7 @@ for qi = 9, #ARGV do
       end
     end
   end
+  if #aside > 0 then redis.call('ZADD', rk, unpack(aside)) end
   if taken > 0 then bump(counts, queue .. SEP .. 'r', taken) end
 end
 zadd_many(KEYS[1], running)
@@ -114,9 +135,9 @@ flush_counts(KEYS[2], counts)
 trim_events()
 publish_all(PREFIX .. 'wake', woken)
 local took = #out
-for _, id in ipairs(expired) do out[#out + 1], out[#out + 2] = id, 'expired' end
+for i = 1, #expired, 2 do out[#out + 1], out[#out + 2] = expired[i], expired[i + 1] end
 if handed == nil then return out end
-if #handed == 0 and took == 0 and want > 0 then
+if #handed == 0 and took == 0 and want > 0 and not capped then
   register_idle(worker, {unpack(ARGV, 9)}, now, idle_ttl, ARGV[7])
 end
 return {handed, out}
