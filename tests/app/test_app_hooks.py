@@ -45,6 +45,9 @@ class Recorder(duly.Hook):
     def finished(self, record: JobRecord, outcome: Outcome, error: BaseException | None) -> None:
         self._add("finished", record.id, (outcome.kind, type(error).__name__ if error else None))
 
+    def expired(self, record: JobRecord) -> None:
+        self._add("expired", record.id, record.status)
+
     def abandoned(self, record: JobRecord, outcome: Outcome) -> None:
         self._add("abandoned", record.id, outcome.kind)
 
