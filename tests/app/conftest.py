@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import gc
 import threading
 import time
@@ -196,6 +197,7 @@ class WorkerThread:
         self._thread.join(timeout=20)
         collect_garbage()
         if self._thread.is_alive():
+            faulthandler.dump_traceback(all_threads=True)  # where it hangs, in the report
             pytest.fail("the worker did not stop within 20 s of worker.stop()", pytrace=False)
         if self.error is not None:
             raise self.error
