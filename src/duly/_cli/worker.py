@@ -179,8 +179,18 @@ def worker(app_path: str | None, app_option: str | None, url: str | None, **valu
         max_memory=options.max_memory_per_child,
     )
     _use_fast_loop()
+
+    async def work() -> None:
+        # The backend's pools close before the loop does: left open, asyncio.run's teardown
+        # cancels their connection tasks mid-connect (psycopg_pool's "error connecting" seen
+        # once just before a recycled child that never exited).
+        try:
+            await runner.run()
+        finally:
+            await app.aclose()
+
     try:
-        asyncio.run(runner.run())
+        asyncio.run(work())
     except BackendUnavailable as exc:
         fail(f"--burst: {exc}", 2)
     if runner.retired is not None and options.supervised:
