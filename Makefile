@@ -28,7 +28,7 @@ demo: install
 ## service, seconds), then the rest on TEST_WORKERS processes that steal work from each other
 ## at the end. Most tests wait (on workers, leases, timers) more than they compute, so more
 ## processes than cores pay off; the suite's CPU time on 2 cores is the floor.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 test: install unit lint typecheck
 	$(PY) -m pytest -m "not slow" -q -n $(TEST_WORKERS) --dist worksteal --ignore=tests/unit
 
