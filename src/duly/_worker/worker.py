@@ -259,6 +259,7 @@ class Worker:
             self._outcomes.close(time.monotonic() + max(self.grace, 5.0))
             for helper in helpers:
                 helper.cancel()
+            await _until_cancelled(helpers)
             await asyncio.gather(ack, *helpers, return_exceptions=True)
             if self._lease_share is not None:
                 self._lease_share.bye(self.id)
@@ -610,3 +611,15 @@ class Worker:
             self.grace,
         )
         self._set_stopping()
+
+
+async def _until_cancelled(tasks: list[asyncio.Task[None]]) -> None:
+    """Wait for ``tasks`` to end, cancelling again each second those still running: a cancel
+    swallowed by a backend call in flight (redis-py's reads on 3.11) left a helper looping and
+    the worker's stop waiting forever."""
+    while tasks:
+        _, pending = await asyncio.wait(tasks, timeout=1.0)
+        if not pending:
+            return
+        for task in pending:
+            task.cancel()
