@@ -30,7 +30,7 @@ demo: install
 ## processes than cores pay off; the suite's CPU time on 2 cores is the floor.
 TEST_WORKERS ?= 3
 test: install unit lint typecheck
-	$(PY) -m pytest -m "not slow" -q -n $(TEST_WORKERS) --dist worksteal --ignore=tests/unit
+	$(PY) -m pytest -m "not slow" -q -n $(TEST_WORKERS) --dist worksteal --ignore=tests/unit --durations=30
 
 ## The pure rules alone (tests/unit): no backend, no service.
 unit: install

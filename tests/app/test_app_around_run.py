@@ -116,7 +116,7 @@ def test_an_error_entering_fails_the_run_and_is_retried_per_policy(
         ran.append(1)
 
     job = never.enqueue(tenant="acme")
-    run_burst(app)
+    run_burst(app, settle=[job])
     info = job.info()
     assert (info.status, info.attempts, ran) == ("failed", 2, [])
     errors = [(e["type"], e["message"]) for e in info.errors]

@@ -99,7 +99,7 @@ def test_a_crashing_run_fails_its_job_only_and_is_retried(
 
     crashed, exited, was_killed = crash.enqueue(), exits.enqueue(), kill.enqueue()
     others = [add.enqueue(1, 2), plain.enqueue()]
-    run_burst(app)  # the worker lives through them all
+    run_burst(app, settle=[crashed])  # the worker lives through them all
     info = crashed.info()
     assert (info.status, info.attempts) == ("failed", 2)
     assert [(e["type"], e["message"]) for e in info.errors] == [
@@ -120,7 +120,7 @@ def test_the_tasks_own_errors_and_retries_cross_back(
     fails = app.task(isolated=True, retries=1, backoff=backoff, name="iso.raises")(raises)
     again = app.task(isolated=True, retries=0, name="iso.retry_once")(retry_once)
     failed, retried = fails.enqueue("no such row"), again.enqueue(str(tmp_path / "retried"))
-    run_burst(app)
+    run_burst(app, settle=[failed, retried])
     info = failed.info()
     assert (info.status, info.attempts) == ("failed", 2)
     assert info.error is not None and info.error["type"] == "LookupError"

@@ -215,7 +215,7 @@ def test_a_retry_resumes_from_the_checkpoint_unless_retry_from_start(
         return "ok"
 
     job = flaky.enqueue()
-    run_burst(app)
+    run_burst(app, settle=[job])
     assert info_of(app, job.id).status == "succeeded"
     assert cursors == [None, None if from_start else {"page": 3}]
 
@@ -325,7 +325,7 @@ def test_an_isolated_run_resumes_from_its_checkpoint_and_reports_progress(
 ) -> None:
     pages = app.task(isolated=True, retries=1, backoff=QUICK, name="progress.iso")(isolated_pages)
     job = pages.enqueue()
-    run_burst(app)
+    run_burst(app, settle=[job])
     info = info_of(app, job.id)
     assert (info.status, info.result, info.attempts) == ("succeeded", {"page": 3}, 2)
     assert info.progress is not None

@@ -100,7 +100,7 @@ def test_migrating_an_empty_schema_gives_schema_sql(
     postgres_url: str, two_schemas: tuple[str, str]
 ) -> None:
     migrated, from_file = two_schemas
-    asyncio.run(PostgresBackend(postgres_url, migrated).migrate())
+    asyncio.run(PostgresBackend(postgres_url, migrated)._schema.migrate(replay=True))
     _build_from_file(postgres_url, from_file)
     expected = catalog(postgres_url, migrated)
     kinds = {row[0] for row in expected}
@@ -113,7 +113,7 @@ def test_migrating_an_empty_schema_gives_schema_sql(
 
 def test_the_comparison_sees_a_difference(postgres_url: str, two_schemas: tuple[str, str]) -> None:
     migrated, from_file = two_schemas
-    asyncio.run(PostgresBackend(postgres_url, migrated).migrate())
+    asyncio.run(PostgresBackend(postgres_url, migrated)._schema.migrate(replay=True))
     _build_from_file(postgres_url, from_file)
     quoted = sql.Identifier(from_file).as_string()
     changes = [
@@ -132,3 +132,16 @@ def test_the_comparison_sees_a_difference(postgres_url: str, two_schemas: tuple[
         with psycopg.connect(postgres_url, autocommit=True) as conn:
             conn.execute(change.encode())
         assert catalog(postgres_url, from_file) != expected, change
+
+
+def test_an_empty_schema_is_built_from_schema_sql_as_every_migration_applied(
+    postgres_url: str, two_schemas: tuple[str, str]
+) -> None:
+    replayed, built = two_schemas
+    asyncio.run(PostgresBackend(postgres_url, replayed)._schema.migrate(replay=True))
+    backend = PostgresBackend(postgres_url, built)
+    applied = asyncio.run(backend.migrate())
+    fmt = asyncio.run(backend.storage_format())
+    assert applied == sorted(applied) and fmt.stored == fmt.readable == applied[-1]
+    assert asyncio.run(backend.migrate()) == []  # now an upgrade: nothing left to apply
+    assert catalog(postgres_url, built) == catalog(postgres_url, replayed)

@@ -1,8 +1,9 @@
 -- The schema every migration applied gives (migrations/0001 .. 0009, 0015), in one file to read.
 --
--- Not run by duly: migrations/ build and upgrade a schema (PostgresBackend.migrate). This file is
--- kept equal to their result: tests/backends/test_postgres_schema.py runs it on an empty schema
--- and compares the catalog (tables, columns, types, collations, defaults, constraints, indexes,
+-- What PostgresBackend.migrate builds an empty schema from, in one transaction (then recorded as
+-- every migration applied); migrations/ upgrade an existing schema. This file is kept equal to
+-- their result: tests/backends/test_postgres_schema.py runs it on an empty schema and compares
+-- the catalog (tables, columns, types, collations, defaults, constraints, indexes,
 -- functions, triggers, sequences) with a migrated one. A migration changes this file too.
 -- `{schema}` stands for the quoted schema name. Every text column compares bytewise
 -- (COLLATE "C", 0008). Times are POSIX seconds from the caller's clock (double precision);
