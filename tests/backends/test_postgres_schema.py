@@ -2,9 +2,9 @@
 
 Both are built in empty schemas of their own and compared through the catalog (tables,
 columns with their types, collations, defaults and nullability, constraints, indexes,
-functions, triggers, sequences, and the one row ``event_trim`` starts with), every schema name
-replaced by ``<schema>``: a difference of formatting or comments is no difference, a missing
-index or a changed function body is.
+functions, triggers, sequences, and the rows each table starts with: ``event_trim``'s one),
+every schema name replaced by ``<schema>``: a difference of formatting or comments is no
+difference, a missing index or a changed function body is.
 """
 
 from __future__ import annotations
@@ -67,8 +67,14 @@ def catalog(url: str, schema: str) -> list[tuple[str, ...]]:
         for kind, query in _CATALOG.items():
             for row in conn.execute(query.encode(), {"s": quoted, "n": schema}).fetchall():
                 rows.append((kind, *(str(value) for value in row)))
-        start = conn.execute(f"SELECT one, upto FROM {quoted}.event_trim".encode()).fetchall()
-        rows += [("event_trim", *(str(value) for value in row)) for row in start]
+        tables = conn.execute(_CATALOG["table"].encode(), {"s": quoted}).fetchall()
+        # the migrations' own record (schema_version) holds times: not compared
+        for (table,) in tables:
+            if table == "schema_version":
+                continue
+            name = f"{quoted}.{sql.Identifier(table).as_string()}"
+            for row in conn.execute(f"SELECT * FROM {name}".encode()).fetchall():
+                rows.append(("row", table, *(str(value) for value in row)))
 
     def normal(value: str) -> str:
         value = value.replace(quoted, "<schema>").replace(schema, "<schema>")

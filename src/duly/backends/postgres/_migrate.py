@@ -154,10 +154,10 @@ class Schema:
         db = self._db
         async with conn.transaction():
             await conn.execute(bind(_CURRENT, sql.Identifier(db.schema)))
-            for migration in _MIGRATIONS:
-                await conn.execute(
+            async with conn.cursor() as cur:
+                await cur.executemany(
                     db.q["record_version"],
-                    {"version": migration.version, "title": migration.title},
+                    [{"version": m.version, "title": m.title} for m in _MIGRATIONS],
                 )
         return [migration.version for migration in _MIGRATIONS]
 
@@ -174,9 +174,7 @@ class Schema:
         db = self._db
         conn = await db.connect()
         try:
-            cur = await conn.execute(db.q["schema_exists"], {"table": self._version_table})
-            row = await cur.fetchone()
-            if not row or not row[0]:
+            if not await self._has_version_table(conn):
                 return set()
             cur = await conn.execute(db.q["applied_versions"])
             return {r[0] for r in await cur.fetchall()}

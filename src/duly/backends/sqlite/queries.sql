@@ -18,6 +18,9 @@ CREATE TABLE IF NOT EXISTS duly_migrations (
     applied_at REAL NOT NULL
 );
 
+-- name: migrations_table_exists
+SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'duly_migrations';
+
 -- name: migrations_applied
 SELECT version FROM duly_migrations ORDER BY version;
 

@@ -1,13 +1,14 @@
--- The current schema of duly's SQLite backend: what migrating an empty file gives.
+-- The current schema of duly's SQLite backend: what every migration applied gives.
 --
--- For reading only: migrate() applies migrations/ (never this file), and
--- tests/backends/test_sqlite_schema.py checks that migrating an empty file gives exactly this
--- (sqlite_master compared after normalising comments and whitespace, and each table's and
--- index's columns). A new migration updates this file in the same change. The invariants behind
+-- An empty file is built from this script in one transaction (_migrate.migrate), an existing
+-- one upgraded by migrations/; tests/backends/test_sqlite_schema.py checks that replaying the
+-- migrations on an empty file gives exactly this (sqlite_master compared after normalising
+-- comments and whitespace, and each table's and index's columns). A new migration updates this
+-- file in the same change. The invariants behind
 -- each table are in the migration that introduced it. New files are also set to
 -- `PRAGMA auto_vacuum = INCREMENTAL` (by the connection, before the first table exists).
 
--- The runner's record of applied migrations (created by _migrate.migrate, not a migration).
+-- The runner's record of applied migrations (a migration's history creates it in _migrate).
 CREATE TABLE duly_migrations (
     version    INTEGER PRIMARY KEY,
     title      TEXT NOT NULL,
@@ -170,6 +171,7 @@ CREATE TABLE event_trim (
     one  INTEGER PRIMARY KEY CHECK (one = 1),
     upto INTEGER NOT NULL
 );
+INSERT INTO event_trim (one, upto) VALUES (1, 0);
 
 -- 0007: a member's current outcome is counted (settle / unsettle).
 CREATE TRIGGER jobs_group_settle AFTER UPDATE OF status ON jobs
