@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo test lint typecheck unit chaos bench docs clean
+.PHONY: install demo test thorough lint typecheck unit chaos bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,11 @@ demo: install
 TEST_WORKERS ?= 3
 test: install unit lint typecheck
 	$(PY) -m pytest -m "not slow" -q -n $(TEST_WORKERS) --dist worksteal --ignore=tests/unit --durations=30
+
+## The default suite with the property tests at full depth (25 programs per state machine and
+## backend instead of 10, 50 schemathesis cases per operation instead of 15: tests/depth.py).
+thorough: install unit
+	DULY_TEST_DEPTH=thorough $(PY) -m pytest -m "not slow" -q -n $(TEST_WORKERS) --dist worksteal --ignore=tests/unit --durations=30
 
 ## The pure rules alone (tests/unit): no backend, no service.
 unit: install

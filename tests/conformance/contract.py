@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import pytest
+from depth import examples
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
@@ -198,15 +199,19 @@ class BackendMachine(RuleBasedStateMachine):
 
 M = TypeVar("M", bound=BackendMachine)
 
+# 10 programs per machine and backend by default, 25 in `make thorough` (tests/depth.py)
+MACHINE_EXAMPLES = examples(quick=10, thorough=25)
+
 
 def run_machine(machine: type[M], factory: BackendFactory) -> type[M]:
-    """Run ``machine`` on ``factory``'s backend kind (25 examples of 30 steps, no deadline);
-    returns the class it ran, whose class attributes the machine may have counted in."""
+    """Run ``machine`` on ``factory``'s backend kind (``MACHINE_EXAMPLES`` programs of 30 steps,
+    no deadline); returns the class it ran, whose class attributes the machine may have counted
+    in."""
     bound = type(f"{machine.__name__}Here", (machine,), {"factory": factory})
     run_state_machine_as_test(
         bound,
         settings=settings(
-            max_examples=25,
+            max_examples=MACHINE_EXAMPLES,
             stateful_step_count=30,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

@@ -1,7 +1,7 @@
 """Schemathesis against the served OpenAPI schema, on every backend: no 5xx, and every answer
 conforms to the schema (status codes, content types, bodies, headers).
 
-Each operation gets ``EXAMPLES`` positive and negative cases (about 15 s per backend). Two
+Each operation gets ``EXAMPLES`` positive and negative cases. Two
 checks are left out on purpose: ``positive_data_acceptance`` (an opaque cursor is any string
 to a schema, but only the API's own cursors are accepted: 400 is right) and
 ``negative_data_rejection`` (unknown query parameters are ignored, as browsers and caches add
@@ -15,11 +15,13 @@ from typing import Any
 import pytest
 import schemathesis
 from http_harness import AS_ADMIN, Hub
+from depth import examples
 from hypothesis import HealthCheck, given, settings
 
 pytestmark = pytest.mark.timeout(240)
 
-EXAMPLES = 50
+# per operation: 15 by default, 50 in `make thorough` (tests/depth.py)
+EXAMPLES = examples(quick=15, thorough=50)
 _EXCLUDED = [
     schemathesis.checks.positive_data_acceptance,
     schemathesis.checks.negative_data_rejection,
