@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 import schemathesis
-from http_harness import AS_ADMIN, Hub
 from depth import examples
+from http_harness import AS_ADMIN, Hub
 from hypothesis import HealthCheck, given, settings
 
 pytestmark = pytest.mark.timeout(240)
