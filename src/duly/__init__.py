@@ -14,7 +14,7 @@ retryably, and can be looked up from queue to result.
 Run the jobs with ``duly worker module:app``.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 from duly._app import App, FailureCallback
 from duly._clock import Clock, ManualClock, SystemClock
@@ -69,10 +69,24 @@ from duly._worker import Worker
 from duly._workflows import Workflow, WorkflowInfo
 from duly.backends import Backend, backend_from_url
 
-try:
-    __version__ = version("duly")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
+__version__: str  # set on first use (below): a checker sees a str, and no other attribute
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> str:
+        """``duly.__version__``, read from the installed metadata on first use: importing
+        ``importlib.metadata`` costs a worker's start-up ~20 ms it otherwise never needs."""
+        if name == "__version__":
+            from importlib.metadata import PackageNotFoundError, version
+
+            try:
+                found = version("duly")
+            except PackageNotFoundError:  # pragma: no cover - running from a source tree
+                found = "0.0.0"
+            globals()["__version__"] = found
+            return found
+        raise AttributeError(f"module 'duly' has no attribute {name!r}")
+
 
 __all__ = [
     "STATUSES",

@@ -18,9 +18,9 @@ import click
 from duly._app import App
 from duly._errors import BackendUnavailable, DulyError
 from duly.backends import backend_from_url, redact_url
-from duly.backends.sqlite import path_from_url
 
 __all__ = [
+    "LazyGroup",
     "app_options",
     "cli",
     "echo_json",
@@ -36,7 +36,29 @@ F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class LazyGroup(click.Group):
+    """A group whose commands are imported on first use: ``duly worker`` does not pay for the
+    rich tables, the demo or the dashboard's modules at start-up (``--help`` imports them all).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy: dict[str, str] = {}  # command name -> "module:attribute"
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            module, _, attribute = self.lazy[cmd_name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(package_name="duly")
 def cli() -> None:
     """duly: background jobs that are never lost.
@@ -146,6 +168,8 @@ def missing_database(app: App) -> str | None:
     directory is not "no jobs yet" but a wrong path: the backend reports it unavailable.)"""
     if urlsplit(app.url).scheme.lower() != "sqlite":
         return None
+    from duly.backends.sqlite import path_from_url  # a Redis or PostgreSQL CLI never loads it
+
     path = path_from_url(app.url)
     if path == ":memory:" or path.startswith("file:") or os.path.exists(path):
         return None

@@ -34,13 +34,11 @@ import importlib
 import inspect
 import json
 import logging
-import multiprocessing
 import pickle
 import signal
 import sys
 import time
 import traceback
-from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 from duly._context import JobContext, _current
@@ -49,6 +47,7 @@ from duly._progress import RunProgress
 from duly._serialization import encode
 
 if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
     from multiprocessing.process import BaseProcess
 
 __all__ = ["IsolatedPool", "serve"]
@@ -172,6 +171,8 @@ async def _awaited(awaitable: Any) -> Any:
 def _context() -> Any:
     """Forkserver where the OS has it (a child forked from a clean server process), else
     spawn; never a fork of the worker (its threads and connections)."""
+    import multiprocessing  # with the first isolated run: a worker without one never pays it
+
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
