@@ -448,7 +448,8 @@ class Task(_Enqueuer[P, R]):
         return f"<Task {self.name} queue={self.config.queue}>"
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Any:
-        """Run the function directly, in this process (no job)."""
+        """Run the function directly, in this process (no job). Typed ``Any``: for an async
+        task this is a coroutine, and ``R`` is what it resolves to (what a job's result is)."""
         return self.fn(*args, **kwargs)
 
     def success_outcome(

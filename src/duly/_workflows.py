@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import msgspec
 
+from duly._errors import ConfigurationError
 from duly._ids import new_ids
 from duly._job import Job, JobInfo
 from duly._payload import Links, payload_links, with_first_argument, with_links
@@ -102,24 +103,26 @@ def build_chain(app: AppPort, signatures: Sequence[Signature], now: float) -> li
     taking its result unless made with ``.si``."""
     sigs = list(signatures)
     if not sigs:
-        raise ValueError("a chain needs at least one step")
+        raise ConfigurationError("a chain needs at least one step")
     if len(sigs) > MAX_CHAIN_STEPS:
-        raise ValueError(f"a chain has at most {MAX_CHAIN_STEPS} steps, got {len(sigs)}")
+        raise ConfigurationError(f"a chain has at most {MAX_CHAIN_STEPS} steps, got {len(sigs)}")
     for sig in sigs:
         if not isinstance(sig, Signature):
             raise TypeError(f"chain takes task.s(...) / task.si(...) signatures, got {sig!r}")
         if sig.task.app is not app:
-            raise ValueError(f"{sig!r} belongs to another App")
+            raise ConfigurationError(f"{sig!r} belongs to another App")
         if sig.options.connection is not None or sig.options.on_commit:
-            raise ValueError("chain: connection= and on_commit= are not supported")
+            raise ConfigurationError("chain: connection= and on_commit= are not supported")
         if sig.options.id is not None:
-            raise ValueError("chain: id= is not supported (a chain names its steps)")
+            raise ConfigurationError("chain: id= is not supported (a chain names its steps)")
     ids = new_ids(len(sigs))
     jobs: list[NewJob] = []
     for position, (sig, job_id) in enumerate(zip(sigs, ids, strict=True)):
         piped = position > 0 and not sig.immutable
         if piped and sig.task.config.secret:
-            raise ValueError(f"chain: {sig!r} has secret arguments; make it immutable (.si)")
+            raise ConfigurationError(
+                f"chain: {sig!r} has secret arguments; make it immutable (.si)"
+            )
         job = sig.build(now, job_id, piped=piped)
         after = list(job.after)
         if position > 0 and ids[position - 1] not in after:

@@ -156,9 +156,9 @@ def test_bad_input_is_refused_and_nothing_is_stored(app: duly.App) -> None:
         two.options(after=[3])
     with pytest.raises(duly.ConfigurationError, match="after="):
         two.options(after=[ghost], delay=5)
-    with pytest.raises(ValueError, match="at least one"):
+    with pytest.raises(duly.ConfigurationError, match="at least one"):
         app.chain()
-    with pytest.raises(ValueError, match="at most 500 steps"):
+    with pytest.raises(duly.ConfigurationError, match="at most 500 steps"):
         app.chain(*[two.si(1, 2) for _ in range(501)])
     with pytest.raises(TypeError, match="signatures"):
         app.chain(two)  # type: ignore[arg-type]
