@@ -61,8 +61,8 @@ DRAIN_N = int(os.environ.get("BENCH_DRAIN_N", "20000"))
 DRAIN_CAP = float(os.environ.get("BENCH_DRAIN_CAP", "20"))
 FILL_CAP = float(os.environ.get("BENCH_FILL_CAP", "15"))
 BULK_BATCH = 1000
-LAT_SAMPLES = int(os.environ.get("BENCH_LAT_SAMPLES", "200"))
-LAT_CAP = float(os.environ.get("BENCH_LAT_CAP", "8"))
+LAT_SAMPLES = int(os.environ.get("BENCH_LAT_SAMPLES", "2000"))
+LAT_CAP = float(os.environ.get("BENCH_LAT_CAP", "40"))
 BOOT_CAP = 30.0
 
 if BENCH_REDIS.rstrip("/").endswith("/0"):
