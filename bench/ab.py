@@ -9,7 +9,8 @@ the targets in turn, round after round, and prints each median and the ratios to
     bench/.venv/bin/python bench/ab.py lat_p99 duly/redis,huey,taskiq
 
 Metrics: ``enqueue``, ``bulk``, ``drain_<mode>`` (``drain_default``, ``drain_one``, ...),
-``lat_p50`` / ``lat_p99``. Targets: ``duly/redis``, ``duly/postgres``, ``duly/sqlite`` (as in
+``lat_p50`` / ``lat_p99``, the I/O-bound ``sleep_default``, ``sleep_tuned``, ``pg_default``,
+``pg_tuned``. Targets: ``duly/redis``, ``duly/postgres``, ``duly/sqlite`` (as in
 ``bench/run.py``), each also as ``duly/<backend>+metrics`` (the worker with a
 ``PrometheusHook``: what metrics cost, ``drain_default duly/redis,duly/redis+metrics``), and
 the peers of ``bench/peers/``. Every step is the harness's own
@@ -55,6 +56,9 @@ async def measure(peer: Any, metric: str) -> float:
     if metric.startswith("drain_"):
         mode = metric.split("_", 1)[1]
         return float((await harness.measure_drain(peer, mode))[metric])
+    kind, _, mode = metric.partition("_")
+    if kind in harness.IO_KINDS and mode in harness.IO_MODES:
+        return float((await harness.measure_io(peer, kind, mode))[metric])
     if metric in ("lat_p50", "lat_p99"):
         return float((await harness.measure_latency(peer))[metric])
     raise SystemExit(f"unknown metric {metric!r}")

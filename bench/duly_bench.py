@@ -168,6 +168,21 @@ class DulyPeer:
             argv += ["--processes", "1" if mode == "one" else mode[1:]]
         return argv
 
+    #: duly's setting for I/O-bound async jobs: more slots per process (each is a coroutine).
+    io_tuning = "--concurrency 100"
+
+    def enqueue_io(self, kind: str, n: int) -> None:
+        s = self.app.tasks[f"bench.{kind}"].s
+        for i in range(0, n, harness.BULK_BATCH):
+            self.app.enqueue_many([s() for _ in range(min(harness.BULK_BATCH, n - i))])
+        self._n = n
+
+    def io_slots(self, mode: str) -> int:
+        from duly._worker.settings import default_concurrency
+
+        per_process = int(self.io_tuning.split()[1]) if mode == "tuned" else None
+        return (os.cpu_count() or 1) * (per_process or default_concurrency(self.app.registry))
+
     def memory(self) -> int:
         """Bytes of every key of the namespace (Redis)."""
         import redis
@@ -318,6 +333,7 @@ async def bench_url_async(
     result["store"] = peer.store
     result["drain_modes"] = peer.drain_modes
     result["has_bulk"] = True
+    result["io_tuning"] = peer.io_tuning
     return result
 
 

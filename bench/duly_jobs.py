@@ -1,4 +1,6 @@
-"""The bench's duly app: one no-op job (one Redis INCR) and one latency job.
+"""The bench's duly app: one no-op job (one Redis INCR), one latency job, and the I/O-bound
+jobs of ``bench.harness.measure_io`` (``bench.sleep``: 20 ms ``asyncio.sleep``; ``bench.pg``: one
+PostgreSQL query; both then INCR, with ``bench.peers._base``'s bodies, as every peer does).
 
 The worker imports ``bench.duly_jobs:app`` (URL from ``BENCH_DULY_URL``). Without a reachable
 bench Redis (``BENCH_COUNTER=none``, used for SQLite-only runs), ``noop`` does nothing and
@@ -10,24 +12,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 
 import duly
+from bench.peers._base import aincr, apg_incr, asleep_incr, async_redis
 
-BENCH_REDIS = os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/5")
 USE_REDIS = os.environ.get("BENCH_COUNTER", "redis") == "redis"
 STAMP_FILE = os.environ.get("BENCH_STAMP_FILE", "")
-
-_client: Any = None
-
-
-def _redis() -> Any:
-    global _client
-    if _client is None:
-        import redis.asyncio
-
-        _client = redis.asyncio.Redis.from_url(BENCH_REDIS)
-    return _client
 
 
 def make_app(url: str, namespace: str = "bench") -> duly.App:
@@ -42,16 +32,24 @@ def make_app(url: str, namespace: str = "bench") -> duly.App:
     @app.task(name="bench.noop")
     async def noop() -> None:
         if USE_REDIS:
-            await _redis().incr("bench:count")
+            await aincr()
 
     @app.task(name="bench.stamp")
     async def stamp() -> None:
         t = time.time()
         if USE_REDIS:
-            await _redis().rpush("bench:lat", repr(t))
+            await async_redis().rpush("bench:lat", repr(t))
         else:
             with open(STAMP_FILE, "a") as f:
                 f.write(f"{t!r}\n")
+
+    @app.task(name="bench.sleep")
+    async def sleep() -> None:
+        await asleep_incr()
+
+    @app.task(name="bench.pg")
+    async def pg() -> None:
+        await apg_incr()
 
     return app
 

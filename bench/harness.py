@@ -10,7 +10,14 @@ A *peer* (``bench/peers/*.py``, ``bench/duly_bench.py``) is an object with:
 - ``enqueue_stamp()`` — enqueue one latency job (its body RPUSHes ``time.time()`` to ``LAT_KEY``);
 - ``worker_cmd(mode)`` — argv of a worker process for ``mode`` in ``drain_modes`` (``"default"``
   is the library's documented default worker; ``"one"`` is one worker process when that differs);
-- optional ``done(n)`` — how many jobs finished, when not counted by the Redis INCR counter.
+- optional ``done(n)`` — how many jobs finished, when not counted by the Redis INCR counter;
+- ``enqueue_io(kind, n)`` — enqueue ``n`` I/O-bound jobs (bulk API where there is one):
+  ``kind`` ``"sleep"`` waits ``IO_SECONDS`` (``await asyncio.sleep`` in async libraries,
+  ``time.sleep`` in sync ones), ``"pg"`` runs one PostgreSQL query (``bench.peers._base``'s
+  pool), then each does the INCR; ``io_tuning`` — the one setting the library documents for
+  I/O-bound work; ``io_slots(mode)`` — jobs the worker of ``mode`` in ``IO_MODES`` runs at
+  once (``"default"``: the default worker; ``"tuned"``: with ``io_tuning``); optional
+  ``io_worker_cmd(mode)`` when the tuned worker is not the default argv plus ``io_tuning``.
 
 Every job body does one ``INCR`` of ``COUNTER_KEY`` on the bench Redis DB (``BENCH_REDIS``,
 DB 5 by default — never DB 0), so every library is counted the same way, from outside.
@@ -26,6 +33,9 @@ Metrics (per run; ``run.py`` takes medians over runs):
   most ``FILL_CAP`` seconds (marked ``short`` when fewer than ``DRAIN_N`` got in);
 - ``lat_p50`` / ``lat_p99``: ms from just before the enqueue call to the job body's first line,
   with an idle default worker, one job at a time (``LAT_SAMPLES``, capped at ``LAT_CAP`` s);
+- ``<kind>_<mode>`` (``sleep_default``, ``sleep_tuned``, ``pg_default``, ``pg_tuned``): jobs/s
+  of ``IO_N`` pre-enqueued I/O-bound jobs, measured like a drain (capped at ``DRAIN_CAP``);
+  ``sleep_<mode>_ideal`` is that rate over the ideal ``io_slots(mode) / IO_SECONDS``;
 - ``bytes``: (Redis stores) growth of ``MEMORY USAGE`` summed over the bench DB's keys after
   ``ENQUEUE_N`` queued jobs, divided by that number.
 """
@@ -64,6 +74,10 @@ BULK_BATCH = 1000
 LAT_SAMPLES = int(os.environ.get("BENCH_LAT_SAMPLES", "2000"))
 LAT_CAP = float(os.environ.get("BENCH_LAT_CAP", "40"))
 BOOT_CAP = 30.0
+IO_N = int(os.environ.get("BENCH_IO_N", "5000"))
+IO_SECONDS = 0.02
+IO_KINDS = ("sleep", "pg")
+IO_MODES = ("default", "tuned")
 
 if BENCH_REDIS.rstrip("/").endswith("/0"):
     raise SystemExit("BENCH_REDIS must not be DB 0 (the bench flushes its DB)")
@@ -203,10 +217,10 @@ async def fill(peer: Any, n: int) -> tuple[int, float]:
     return done, 0.0
 
 
-async def measure_drain(peer: Any, mode: str, on_start: Any = None) -> dict[str, Any]:
-    n, bulk_rate = await fill(peer, DRAIN_N)
+async def _drain(peer: Any, worker: WorkerProcess, n: int, on_start: Any = None) -> dict[str, Any]:
+    """Watch ``worker`` finish ``n`` queued jobs: done, first/last-done and spawn times, capped,
+    and whatever ``on_start(worker)`` returned. Stops the worker."""
     r = counter()
-    worker = WorkerProcess(peer.worker_cmd(mode), f"{peer.name}-{mode}", getattr(peer, "env", None))
     t_spawn = time.perf_counter()
     t_first = None
     done = 0
@@ -234,18 +248,51 @@ async def measure_drain(peer: Any, mode: str, on_start: Any = None) -> dict[str,
     finally:
         worker.stop(grace=2.0 if done < n else 10.0)
     assert t_first is not None
-    out = {
-        f"drain_{mode}": done / max(t_done - t_first, 1e-9),
-        f"drain_{mode}_wall": done / (t_done - t_spawn),
-        f"drain_{mode}_n": done,
-        **{f"drain_{mode}_{k}": v for k, v in extra.items()},
+    return {
+        "done": done,
+        "rate": done / max(t_done - t_first, 1e-9),
+        "wall": done / (t_done - t_spawn),
+        "capped": capped,
+        "extra": extra,
     }
-    if capped:
+
+
+async def measure_drain(peer: Any, mode: str, on_start: Any = None) -> dict[str, Any]:
+    n, bulk_rate = await fill(peer, DRAIN_N)
+    worker = WorkerProcess(peer.worker_cmd(mode), f"{peer.name}-{mode}", getattr(peer, "env", None))
+    got = await _drain(peer, worker, n, on_start)
+    out = {
+        f"drain_{mode}": got["rate"],
+        f"drain_{mode}_wall": got["wall"],
+        f"drain_{mode}_n": got["done"],
+        **{f"drain_{mode}_{k}": v for k, v in got["extra"].items()},
+    }
+    if got["capped"]:
         out[f"drain_{mode}_capped"] = True
     if n < DRAIN_N:
         out[f"drain_{mode}_short"] = True  # fewer jobs than DRAIN_N were enqueued (FILL_CAP)
     if bulk_rate:
         out["bulk"] = bulk_rate
+    return out
+
+
+async def measure_io(peer: Any, kind: str, mode: str) -> dict[str, Any]:
+    """``IO_N`` I/O-bound jobs of ``kind`` drained by the ``mode`` worker (see the module doc)."""
+    await peer.reset()
+    await _call(peer.enqueue_io, kind, IO_N)
+    if hasattr(peer, "io_worker_cmd"):
+        argv = peer.io_worker_cmd(mode)
+    else:
+        argv = peer.worker_cmd("default") + (peer.io_tuning.split() if mode == "tuned" else [])
+    worker = WorkerProcess(argv, f"{peer.name}-{kind}-{mode}", getattr(peer, "env", None))
+    got = await _drain(peer, worker, IO_N)
+    key = f"{kind}_{mode}"
+    slots = int(peer.io_slots(mode))
+    out: dict[str, Any] = {key: got["rate"], f"{key}_n": got["done"], f"{key}_slots": slots}
+    if kind == "sleep":
+        out[f"{key}_ideal"] = got["rate"] / (slots / IO_SECONDS)
+    if got["capped"]:
+        out[f"{key}_capped"] = True
     return out
 
 
@@ -313,7 +360,7 @@ async def run_peer(peer: Any, runs: int, steps: set[str] | None = None) -> dict[
     """Run every metric ``runs`` times; return {"runs": [...], "errors": {...}}."""
     all_runs: list[dict[str, Any]] = []
     errors: dict[str, str] = {}
-    want = steps or {"enqueue", "drain", "latency"}
+    want = steps or {"enqueue", "drain", "latency", "io"}
     for i in range(runs):
         one: dict[str, Any] = {}
         steps_list: list[tuple[str, Any]] = []
@@ -324,6 +371,12 @@ async def run_peer(peer: Any, runs: int, steps: set[str] | None = None) -> dict[
                 steps_list.append((f"drain_{mode}", lambda m=mode: measure_drain(peer, m)))
         if "latency" in want:
             steps_list.append(("latency", lambda: measure_latency(peer)))
+        if "io" in want and hasattr(peer, "enqueue_io"):
+            for kind in IO_KINDS:
+                for mode in IO_MODES:
+                    steps_list.append(
+                        (f"{kind}_{mode}", lambda k=kind, m=mode: measure_io(peer, k, m))
+                    )
         for label, step in steps_list:
             if label in errors:
                 continue

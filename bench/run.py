@@ -46,7 +46,7 @@ PEERS = [
     "procrastinate",
     "pgqueuer",
 ]
-TARGET_TIMEOUT = float(os.environ.get("BENCH_TARGET_TIMEOUT", "420"))
+TARGET_TIMEOUT = float(os.environ.get("BENCH_TARGET_TIMEOUT", "900"))
 
 
 def _install_failures() -> dict[str, str]:
@@ -88,6 +88,7 @@ async def _one(target: str, runs: int, profile: bool) -> dict[str, Any]:
     )
     if hasattr(peer, "mode_labels"):
         result["mode_labels"] = peer.mode_labels
+    result["io_tuning"] = getattr(peer, "io_tuning", None)
     return result
 
 
@@ -180,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
             "drain_cap_s": harness.DRAIN_CAP,
             "lat_samples": harness.LAT_SAMPLES,
             "lat_cap_s": harness.LAT_CAP,
+            "io_n": harness.IO_N,
+            "io_seconds": harness.IO_SECONDS,
         },
     }
     (harness.RESULTS / "latest.json").write_text(

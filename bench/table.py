@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+IO_N = int(os.environ.get("BENCH_IO_N", "5000"))  # = bench.harness.IO_N (no Redis import here)
 
 COLUMNS = [
     ("enqueue", "enqueue jobs/s", 0),
@@ -101,9 +104,65 @@ def markdown_table(results: list[dict[str, Any]]) -> str:
         "queue was filled one call per job for at most 15 s. load 1m = the machine's 1-minute load "
         "average before→after the target (2 cores; other work on the machine inflates it)."
     )
+    io = io_table(results)
+    if io:
+        out += "\n\n" + io
     if notes:
         out += "\n\n¹ errors / not run:\n" + "\n".join(notes)
     return out
+
+
+IO_COLUMNS = [
+    ("sleep_default", "20 ms jobs/s (default worker)"),
+    ("sleep_tuned", "20 ms jobs/s (tuned)"),
+    ("pg_default", "1-query jobs/s (default worker)"),
+    ("pg_tuned", "1-query jobs/s (tuned)"),
+]
+
+
+def io_cell(summary: dict[str, Any], key: str) -> str:
+    """Rate (min-max), then [slots; share of the ideal slots / 20 ms] where there is one."""
+    text = cell(summary, key, 0)
+    if not text:
+        return ""
+    slots = summary.get(f"{key}_slots")
+    ideal = summary.get(f"{key}_ideal")
+    if slots:
+        text += f" [{slots['median']:.0f} slots"
+        text += f"; {ideal['median']:.2f} of ideal]" if ideal else "]"
+    return text
+
+
+def io_table(results: list[dict[str, Any]]) -> str:
+    """The I/O-bound table (``bench.harness.measure_io``), or "" when no target ran it."""
+    rows = []
+    for res in results:
+        summary = res.get("summary", {})
+        if not any(key in summary for key, _ in IO_COLUMNS):
+            continue
+        name = res["name"] + (f" {res['version']}" if res.get("version") else "")
+        errors = res.get("errors", {})
+        cells = [
+            io_cell(summary, key) or ("error¹" if key in errors else "—") for key, _ in IO_COLUMNS
+        ]
+        rows.append("| " + " | ".join([name, f"`{res.get('io_tuning', '?')}`", *cells]) + " |")
+    if not rows:
+        return ""
+    head = ["library / backend", "tuned setting"] + [title for _, title in IO_COLUMNS]
+    return "\n".join(
+        [
+            f"I/O-bound jobs: {IO_N:,} jobs that each wait 20 ms (`asyncio.sleep` in async "
+            "libraries, `time.sleep` in sync ones) or run one PostgreSQL query (a pool of 10 "
+            "connections per worker process), then count (one INCRBY per event-loop turn in "
+            "async libraries, an INCR per job in sync ones); jobs/s from the first finished to "
+            "the last. [slots = jobs the worker runs at once; of ideal = the rate over slots / "
+            "20 ms.] tuned = the one setting each library documents for such work.",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "---|" * len(head),
+            *rows,
+        ]
+    )
 
 
 def main() -> None:

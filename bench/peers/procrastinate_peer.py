@@ -1,11 +1,21 @@
 """procrastinate on PostgreSQL (database ``bench``, schema ``public``), PsycopgConnector.
 Worker: ``procrastinate --app=... worker`` (one process, concurrency 1 by default). Bulk:
-``Task.batch_defer_async``."""
+``Task.batch_defer_async``. I/O-bound jobs: ``asleep_incr`` / ``apg_incr`` (async) on the
+default worker (1 slot) and tuned with ``--concurrency=30`` (30 sub-workers)."""
 
 import procrastinate
 
 from bench import harness
-from bench.peers._base import BENCH_PG, aincr, astamp, dist_version, pg_truncate, sync_redis
+from bench.peers._base import (
+    BENCH_PG,
+    aincr,
+    apg_incr,
+    asleep_incr,
+    astamp,
+    dist_version,
+    pg_truncate,
+    sync_redis,
+)
 
 app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=BENCH_PG))
 
@@ -13,6 +23,16 @@ app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=BENCH_
 @app.task(name="noop")
 async def noop() -> None:
     await aincr()
+
+
+@app.task(name="sleep_incr")
+async def sleep_task() -> None:
+    await asleep_incr()
+
+
+@app.task(name="pg_incr")
+async def pg_task() -> None:
+    await apg_incr()
 
 
 @app.task(name="stamp")
@@ -26,6 +46,10 @@ class Peer:
     version = dist_version("procrastinate")
     has_bulk = True
     drain_modes = ["default"]
+    # procrastinate's docs ("Execute multiple jobs at the same time"): while a job waits for
+    # I/O, async sub-workers run others: ``procrastinate worker --concurrency=30``. Its own
+    # pool stays psycopg_pool's default 4 connections whatever the concurrency.
+    io_tuning = "--concurrency=30"
 
     def __init__(self) -> None:
         self._open = False
@@ -67,3 +91,13 @@ class Peer:
             "--app=bench.peers.procrastinate_peer.app",
             "worker",
         ]
+
+    async def enqueue_io(self, kind: str, n: int) -> None:
+        task = {"sleep": sleep_task, "pg": pg_task}[kind]
+        for i in range(0, n, harness.BULK_BATCH):
+            k = min(harness.BULK_BATCH, n - i)
+            await task.batch_defer_async(*({} for _ in range(k)))
+
+    def io_slots(self, mode: str) -> int:
+        # procrastinate/worker.py: WORKER_CONCURRENCY = 1 ("maximum number of parallel jobs")
+        return int(self.io_tuning.split("=")[1]) if mode == "tuned" else 1
