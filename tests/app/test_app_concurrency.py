@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import duly
-from duly._worker.worker import _parse_queues
+from duly._worker.settings import parse_queues
 from duly.testing import run_jobs
 
 pytestmark = pytest.mark.timeout(60)
@@ -287,15 +287,15 @@ def test_a_key_the_arguments_cannot_fill_fails_at_enqueue(app: duly.App) -> None
 
 
 def test_weighted_queues_give_every_queue_its_share() -> None:
-    names, weights = _parse_queues(["high:3", "low:1"])
+    names, weights = parse_queues(["high:3", "low:1"])
     assert (names, weights) == (["high", "low"], [3.0, 1.0])
-    assert _parse_queues(["a", "b"]) == (["a", "b"], None)
+    assert parse_queues(["a", "b"]) == (["a", "b"], None)
     with pytest.raises(duly.ConfigurationError):
-        _parse_queues(["a:0"])
+        parse_queues(["a:0"])
     with pytest.raises(duly.ConfigurationError):
-        _parse_queues(["a:x"])
+        parse_queues(["a:x"])
     with pytest.raises(duly.ConfigurationError):
-        _parse_queues(["a", "a:2"])
+        parse_queues(["a", "a:2"])
     app = duly.App("sqlite:///:memory:")
     worker = app.worker(queues=["high:3", "low:1"])
     firsts = Counter(worker._claim_order()[0] for _ in range(4000))

@@ -73,7 +73,10 @@ def report(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     if backend != "sqlite":
         require_service(backend)
     tmp_path = tmp_path_factory.mktemp(f"export-{backend}")
-    env = {"EXPORT_PAUSE": "0.05", "ORDERS_DB": str(tmp_path / "orders.db")}
+    # The driver sees progress as the heartbeat stored it (every lease / 3 = 0.67 s here), so
+    # the SIGTERM can come that late: 0.1 s per batch of 100 leaves the second worker 1.8 s of
+    # orders after it (at 0.05 s one run in a loaded suite finished the export first).
+    env = {"EXPORT_PAUSE": "0.1", "ORDERS_DB": str(tmp_path / "orders.db")}
     return run_driver(DRIVER, backend, tmp_path, env, timeout=150)
 
 

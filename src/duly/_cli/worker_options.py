@@ -41,13 +41,13 @@ class WorkerOptions:
         help="Comma-separated queues, tried in order (earlier first); 'a:3,b:1' weighs them "
         "instead (each claim tries them in a random order drawn by weight: no queue starves).",
     )
-    concurrency: int = _option(
-        16,
+    concurrency: int | None = _option(
+        None,
         "--concurrency",
         "-c",
-        show_default=True,
+        show_default="64 when every task of the app is async, else 16",
         type=click.IntRange(1, 10_000),
-        help="Jobs run at once per process.",
+        help="Jobs run at once per process (sync ones each on a thread of their own).",
     )
     processes: int | None = _option(
         None,

@@ -5,6 +5,9 @@ job that ran past its timeout, so one hung call would eat capacity forever. Here
 call's thread is *abandoned*: it is asked to stop (an asynchronous ``JobTimeout`` raised in it,
 which interrupts pure-Python code) and a fresh thread takes its place at once; if the old thread
 ever returns, it exits instead of taking more work.
+
+Threads start on demand, when a call finds none idle, up to ``size``: a worker that only runs
+async tasks starts none, and a worker's start-up does not wait for ``concurrency`` threads.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ def _consume(fut: asyncio.Future[Any]) -> None:
 
 
 class ThreadRunner:
-    """Runs sync callables on ``size`` threads; a stuck one is replaced, never waited for."""
+    """Runs sync callables on up to ``size`` threads (started when first needed); a stuck
+    one is replaced, never waited for."""
 
     def __init__(self, size: int, name: str = "duly-sync") -> None:
         self._size = size
@@ -52,8 +56,10 @@ class ThreadRunner:
         self._abandoned: set[int] = set()
         self._threads: list[threading.Thread] = []
         self._count = 0
-        for _ in range(size):
-            self._spawn()
+        #: Threads waiting for work and not yet promised a call.
+        self._idle = 0
+        #: Threads that serve (started and not written off).
+        self._serving = 0
 
     @property
     def abandoned(self) -> int:
@@ -61,8 +67,14 @@ class ThreadRunner:
         with self._lock:
             return sum(1 for t in self._threads if t.ident in self._abandoned and t.is_alive())
 
+    @property
+    def started(self) -> int:
+        """Threads started so far (written-off ones included)."""
+        return self._count
+
     def _spawn(self) -> None:
         self._count += 1
+        self._serving += 1
         thread = threading.Thread(
             target=self._serve, name=f"{self._name}-{self._count}", daemon=True
         )
@@ -87,6 +99,10 @@ class ThreadRunner:
                     error = exc
                 with self._lock:
                     running_in.clear()  # finished: too late to write this thread off for it
+                    if me not in self._abandoned:
+                        # Idle before the result is seen: the call it lets start finds this
+                        # thread instead of starting another.
+                        self._idle += 1
                 if not loop.is_closed():
                     loop.call_soon_threadsafe(_resolve, fut, value, error)
             except BaseException:  # a late async JobTimeout landing between jobs
@@ -102,6 +118,11 @@ class ThreadRunner:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
         running_in: list[int] = []
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+            elif self._serving < self._size:
+                self._spawn()  # it takes this call
         self._work.put((call, context, fut, loop, running_in))
         deadline = None if timeout is None else asyncio.timeout(timeout)
         try:
@@ -132,7 +153,7 @@ class ThreadRunner:
             if ident in self._abandoned:
                 return
             self._abandoned.add(ident)
-            self._spawn()
+            self._serving -= 1  # the next call that finds no idle thread starts one
             # Raised at the thread's next Python bytecode; a thread blocked in C stays stuck,
             # but it no longer holds a slot.
             ctypes.pythonapi.PyThreadState_SetAsyncExc(

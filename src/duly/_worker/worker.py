@@ -43,7 +43,6 @@ from duly._freshness import sweep
 from duly._ids import new_id
 from duly._records import JobRecord, Outcome
 from duly._scheduler import Scheduler
-from duly._task import check_queue
 from duly._worker.admission import Admission
 from duly._worker.execute import Execution, failure_outcome
 from duly._worker.expiry import runnable
@@ -54,6 +53,7 @@ from duly._worker.outcomes import BATCH_LIMIT, Outcomes
 from duly._worker.progress import ProgressWriter
 from duly._worker.recycling import Recycling
 from duly._worker.reporting import Reporter, WorkerStats
+from duly._worker.settings import default_concurrency, parse_queues
 from duly._worker.stopping import StopRequests
 from duly._worker.threads import ThreadRunner
 from duly.backends.handoff import HANDOFF, Handoff
@@ -72,28 +72,6 @@ MIN_LEASE = 2.0
 IDLE_SLACK = 0.5
 
 
-def _parse_queues(specs: Sequence[str]) -> tuple[list[str], list[float] | None]:
-    """Queue names, and their weights if any spec is ``"name:weight"`` (others weigh 1)."""
-    names: list[str] = []
-    weights: list[float] = []
-    for spec in specs:
-        if not isinstance(spec, str):
-            check_queue(spec)  # raises the clear error for a non-string name
-        name, _, weight = spec.partition(":")
-        names.append(check_queue(name.strip()))
-        try:
-            value = float(weight) if weight else 1.0
-        except ValueError:
-            value = 0.0
-        if not value > 0:
-            raise ConfigurationError(f"queue weight in {spec!r} must be a number > 0")
-        weights.append(value)
-    if len(set(names)) != len(names):
-        raise ConfigurationError(f"a queue is listed twice in {list(specs)!r}")
-    weighted = any(":" in spec for spec in specs)
-    return names, weights if weighted else None
-
-
 class Worker:
     """Runs an App's jobs. ``await Worker(app).run()``; ``stop()`` from anywhere to end it.
 
@@ -101,10 +79,11 @@ class Worker:
     ``Registry.queues``) are tried in order (earlier first), or, written ``"name:weight"``, in
     a weighted random order drawn for each claim, so every queue gets its share and none
     starves (see ``docs/guide.md``, "Priorities and queues"); ``concurrency`` jobs run at
-    once; ``lease`` is how long a job may go without a heartbeat before another process
-    recovers it (>= 2 s); ``grace`` is how long a graceful stop waits for running jobs;
-    ``burst`` stops the worker once no job is queued, due or running here (jobs due later
-    are left for later);
+    once (default: 64 when every task of the app is async and not isolated, else 16: see
+    ``duly._worker.settings``); ``lease`` is how long a job may go without a heartbeat
+    before another process recovers it (>= 2 s); ``grace`` is how long a graceful stop waits
+    for running jobs; ``burst`` stops the worker once no job is queued, due or running here
+    (jobs due later are left for later);
     ``scheduler`` runs the periodic tasks' scheduler in this worker (the default);
     ``connect_timeout`` (seconds; default: forever) bounds how long ``run()`` retries an
     unreachable backend at start before raising ``BackendUnavailable``; ``lease_share``
@@ -121,7 +100,7 @@ class Worker:
         app: App,
         *,
         queues: Sequence[str] | None = None,
-        concurrency: int = 16,
+        concurrency: int | None = None,
         lease: float = 30.0,
         grace: float = 30.0,
         poll: float = 1.0,
@@ -134,6 +113,8 @@ class Worker:
         max_jobs: int | None = None,
         max_memory: float | None = None,
     ) -> None:
+        if concurrency is None:
+            concurrency = default_concurrency(app.registry)
         if concurrency < 1:
             raise ConfigurationError("concurrency must be >= 1")
         if lease < MIN_LEASE:
@@ -141,7 +122,7 @@ class Worker:
         if grace < 0 or poll <= 0:
             raise ConfigurationError("grace must be >= 0 and poll > 0")
         self.app = app
-        self.queues, self._weights = _parse_queues(queues or app.registry.queues())
+        self.queues, self._weights = parse_queues(queues or app.registry.queues())
         self.concurrency = concurrency
         self.lease = float(lease)
         self.grace = float(grace)
