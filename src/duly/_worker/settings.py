@@ -18,9 +18,10 @@ __all__ = ["ASYNC_CONCURRENCY", "SYNC_CONCURRENCY", "default_concurrency", "pars
 #: such run holds a thread, and usually a database connection of its own.
 SYNC_CONCURRENCY = 16
 #: Jobs at once per process when every task is ``async def``: a waiting run costs a coroutine.
-#: Measured (``bench/run.py``'s I/O-bound table, 5,000 jobs awaiting 20 ms, 2 cores, Redis):
-#: 64 per process runs at about 0.85 of the ideal slots / 20 ms; past ~100 the two cores, not
-#: the slots, set the pace.
+#: Measured on Redis, 2 cores, jobs awaiting 20 ms: one process at 64 ran at 0.83 of the
+#: ideal 64 / 20 ms; the default worker (2 processes, 128 slots) at 0.71-0.75 with 5,000 jobs
+#: and 0.80 with 20,000: 3.3-3.5x the jobs/s of the 32 slots it had at 16 (docs/benchmarks.md).
+#: Past ~100 per process the two cores, not the slots, set the pace.
 ASYNC_CONCURRENCY = 64
 
 
