@@ -70,6 +70,7 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument("targets", help="comma-separated, the first is the reference")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
+    harness.hold_bench_db()
     names = [t.strip() for t in args.targets.split(",") if t.strip()]
     peers = {name: make_peer(name) for name in names}
     values: dict[str, list[float]] = {name: [] for name in names}

@@ -83,6 +83,36 @@ if BENCH_REDIS.rstrip("/").endswith("/0"):
     raise SystemExit("BENCH_REDIS must not be DB 0 (the bench flushes its DB)")
 
 
+_held: list[Any] = []
+
+
+def hold_bench_db() -> None:
+    """Refuse to run beside another bench run on the same ``BENCH_REDIS``: both flush that DB
+    before every step, so each would wipe the other's jobs and counts (seen: a peer check
+    emptied a duly run's queue mid-drain). The lock is held until this process exits."""
+    import fcntl
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha1(BENCH_REDIS.encode()).hexdigest()[:12]
+    path = Path(tempfile.gettempdir()) / f"duly-bench-{digest}.lock"
+    handle = open(path, "a+")  # noqa: SIM115 (kept open: the lock lives with it)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        other = handle.read().strip() or "another process"
+        handle.close()
+        raise SystemExit(
+            f"another bench run ({other}) uses {BENCH_REDIS}; wait for it, or give this one "
+            "its own BENCH_REDIS (another DB number)"
+        ) from None
+    handle.truncate(0)
+    handle.write(f"pid {os.getpid()}: {' '.join(sys.argv)}")
+    handle.flush()
+    _held.append(handle)
+
+
 def counter() -> redis.Redis:
     return redis.Redis.from_url(BENCH_REDIS)
 

@@ -150,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps(res, indent=2, default=str))
         return 0
 
+    harness.hold_bench_db()  # (a --one child runs under its parent's hold)
     targets = list(DULY_TARGETS) + PEERS
     if args.only:
         wanted = [t.strip() for t in args.only.split(",") if t.strip()]
