@@ -169,7 +169,8 @@ class DulyPeer:
         return argv
 
     #: duly's setting for I/O-bound async jobs: more slots per process (each is a coroutine).
-    io_tuning = "--concurrency 100"
+    io_tuned_concurrency = 100
+    io_tuning = f"--concurrency {io_tuned_concurrency}"
 
     def enqueue_io(self, kind: str, n: int) -> None:
         s = self.app.tasks[f"bench.{kind}"].s
@@ -178,10 +179,13 @@ class DulyPeer:
         self._n = n
 
     def io_slots(self, mode: str) -> int:
+        """Processes as ``duly worker`` counts them, times the jobs each runs at once."""
+        from duly._cli.worker import default_processes
         from duly._worker.settings import default_concurrency
 
-        per_process = int(self.io_tuning.split()[1]) if mode == "tuned" else None
-        return (os.cpu_count() or 1) * (per_process or default_concurrency(self.app.registry))
+        tuned = mode == "tuned"
+        per_process = self.io_tuned_concurrency if tuned else default_concurrency(self.app.registry)
+        return default_processes() * per_process
 
     def memory(self) -> int:
         """Bytes of every key of the namespace (Redis)."""
