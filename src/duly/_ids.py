@@ -35,6 +35,17 @@ _prefix_ms = -1
 _prefix = ""
 
 
+def _forked() -> None:
+    """A forked child draws its own random block: a copy of the parent's would repeat its
+    ids within one millisecond."""
+    global _random, _offset
+    _random, _offset = "", 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
 def _time_part(ms: int) -> str:
     """The 10 time characters of millisecond ``ms`` (cached for the current millisecond)."""
     global _prefix_ms, _prefix

@@ -140,6 +140,8 @@ def test_supervisor_restarts_a_killed_child(e2e: E2E) -> None:
     children = _child_pids(e2e)
     assert len(children) == 2 and supervisor.pid not in children
     assert all(pid_alive(pid) for pid in children)
+    for pid in children:  # the first children are forks of the supervisor (a fast start)
+        assert f"(pid {pid}, forked)" in e2e.log_of(supervisor)
 
     victim = min(children)
     os.kill(victim, signal.SIGKILL)
@@ -149,6 +151,8 @@ def test_supervisor_restarts_a_killed_child(e2e: E2E) -> None:
     )
     listed = _child_pids(e2e)  # `duly workers --json` shows the new process
     assert set(new) <= listed
+    for pid in new:  # a replacement is spawned fresh: the supervisor runs threads by now
+        assert f"(pid {pid})" in e2e.log_of(supervisor)
     survivor = (children - {victim}).pop()
     alive = {survivor, *new}
     assert all(pid_alive(pid) for pid in alive)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import dataclasses
 import logging
 import os
 import shutil
@@ -145,10 +146,16 @@ def worker(app_path: str | None, app_option: str | None, url: str | None, **valu
         from duly._worker.leases import LeaseKeeper
         from duly._worker.supervisor import Supervisor
 
-        argv = ["worker", app_path, *(["--url", url] if url else []), *options.for_child().argv()]
+        child = options.for_child()
+        argv = ["worker", app_path, *(["--url", url] if url else []), *child.argv()]
         env, on_exit = (
             _metrics_children(metrics_port, options.metrics_host) if metrics_port else (None, None)
         )
+
+        def forked(lease_fd: int | None) -> None:
+            run = translate_errors(_run_worker)
+            run(app, dataclasses.replace(child, lease_fd=lease_fd), queue_list)
+
         leases = LeaseKeeper(app.backend, app.aclose, app.clock, options.lease)
         supervisor = Supervisor(
             argv,
@@ -158,8 +165,17 @@ def worker(app_path: str | None, app_option: str | None, url: str | None, **valu
             env=env,
             on_exit=on_exit,
             leases=leases,
+            # Forked children would inherit prometheus_client's single-process mode (chosen
+            # when it is imported) and the metrics server's thread: spawned ones start clean.
+            fork=None if metrics_port else forked,
         )
         sys.exit(supervisor.run())
+    _run_worker(app, options, queue_list)
+
+
+def _run_worker(app: App, options: WorkerOptions, queue_list: list[str] | None) -> None:
+    """One worker process, in this process: until a signal (or the end of a burst)."""
+    metrics_port = options.metrics_port
     if metrics_port is not None or options.metrics_child:
         _add_metrics_hook(app)
     if metrics_port is not None:

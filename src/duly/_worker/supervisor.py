@@ -1,9 +1,11 @@
 """``duly worker --processes P``: P worker processes, restarted when they die.
 
-Children are plain ``python -m duly worker ... --processes 1`` subprocesses (no fork of a
-process holding connections and threads). A child that dies is restarted with a growing delay
-(so a crash-looping app does not spin); SIGTERM/SIGINT are forwarded so every child stops
-gracefully, and a child still alive after its grace period is killed.
+Children are plain ``python -m duly worker ... --processes 1`` subprocesses, except the first
+ones where ``fork`` is given and safe (``duly._worker.forking``): those are forks of the
+supervisor made before it starts a thread or opens a connection, which start at once. A child
+that dies is restarted (spawned) with a growing delay (so a crash-looping app does not spin);
+SIGTERM/SIGINT are forwarded so every child stops gracefully, and a child still alive after
+its grace period is killed.
 
 With ``burst`` (``duly worker --burst --processes P``) every child drains and exits on its own:
 none is restarted, and the supervisor exits once all have, with the worst exit code.
@@ -28,12 +30,15 @@ from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from duly._worker.forking import ForkedChild, can_fork, fork_child
 from duly._worker.recycling import EXIT_RECYCLED
 
 if TYPE_CHECKING:
     from duly._worker.leases import LeaseKeeper
 
 __all__ = ["Supervisor"]
+
+_Child = subprocess.Popen[bytes] | ForkedChild
 
 log = logging.getLogger("duly.supervisor")
 
@@ -55,11 +60,14 @@ class Supervisor:
         env: Mapping[str, str] | None = None,
         on_exit: Callable[[int], None] | None = None,
         leases: LeaseKeeper | None = None,
+        fork: Callable[[int | None], None] | None = None,
     ) -> None:
         """``env``: the children's environment (default: this process's); ``on_exit(pid)`` is
         called once per child seen to exit (the metrics' bookkeeping of dead processes);
         ``leases`` renews the leases of the live children's jobs (each child is told its pipe's
-        end by ``--lease-fd``)."""
+        end by ``--lease-fd``); ``fork(lease_fd)`` runs one child's worker in a fork of this
+        process (the same worker ``child_argv`` starts), used for the first children when
+        ``can_fork()``."""
         self.child_argv = [sys.executable, "-m", "duly", *child_argv]
         self.processes = processes
         self.grace = grace
@@ -67,10 +75,29 @@ class Supervisor:
         self.env = dict(env) if env is not None else None
         self.on_exit = on_exit
         self.leases = leases
+        self.fork = fork
         self._exited: set[int] = set()
         self._stopping = False
-        self._children: dict[int, tuple[subprocess.Popen[bytes], float]] = {}
+        self._children: dict[int, tuple[_Child, float]] = {}
         self._delay: dict[int, float] = {}
+        self._unwatched: list[tuple[int, int]] = []  # forked before the keeper started
+
+    def _fork(self, slot: int) -> None:
+        assert self.fork is not None
+        if self.leases is None:
+            child = fork_child(self.fork, None)
+        else:
+            read, write = os.pipe()
+            try:
+                child = fork_child(self.fork, write)
+            except BaseException:
+                os.close(read)
+                raise
+            finally:
+                os.close(write)  # the child's end: its exit is then the pipe's end
+            self._unwatched.append((child.pid, read))
+        self._children[slot] = (child, time.monotonic())
+        log.info("started worker process %d (pid %d, forked)", slot, child.pid)
 
     def _spawn(self, slot: int) -> None:
         if self.leases is None:
@@ -106,8 +133,13 @@ class Supervisor:
         """Supervise until a signal (or the end of a burst); returns the exit code."""
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
+        if self.fork is not None and can_fork():  # before the keeper's thread exists
+            for slot in range(self.processes):
+                self._fork(slot)
         if self.leases is not None:
             self.leases.start()
+            for pid, read in self._unwatched:
+                self.leases.watch(pid, read)
         try:
             return self._supervise()
         finally:
@@ -116,7 +148,8 @@ class Supervisor:
 
     def _supervise(self) -> int:
         for slot in range(self.processes):
-            self._spawn(slot)
+            if slot not in self._children:  # (not forked)
+                self._spawn(slot)
         restart_at: dict[int, float] = {}
         finished: set[int] = set()  # burst: slots whose child exited (never restarted)
         while not self._stopping and len(finished) < self.processes:
@@ -170,9 +203,9 @@ class Supervisor:
             self._reaped(child)
         if not self.burst:
             return 0
-        return max(_exit_status(child.returncode) for child, _ in self._children.values())
+        return max(_exit_status(child.returncode or 0) for child, _ in self._children.values())
 
-    def _reaped(self, child: subprocess.Popen[bytes]) -> None:
+    def _reaped(self, child: _Child) -> None:
         """``child`` exited (told once per child)."""
         if child.pid in self._exited:
             return
