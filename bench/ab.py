@@ -9,6 +9,7 @@ the targets in turn, round after round, and prints each median and the ratios to
     bench/.venv/bin/python bench/ab.py lat_p99 duly/redis,huey,taskiq
 
 Metrics: ``enqueue``, ``bulk``, ``drain_<mode>`` (``drain_default``, ``drain_one``, ...),
+``cpu_<mode>`` (the worker's CPU µs per job of that drain: lower is better),
 ``lat_p50`` / ``lat_p99``, the I/O-bound ``sleep_default``, ``sleep_tuned``, ``pg_default``,
 ``pg_tuned``. Targets: ``duly/redis``, ``duly/postgres``, ``duly/sqlite`` (as in
 ``bench/run.py``), each also as ``duly/<backend>+metrics`` (the worker with a
@@ -53,6 +54,9 @@ async def measure(peer: Any, metric: str) -> float:
         return float((await harness.measure_enqueue(peer))["enqueue"])
     if metric == "bulk":
         return (await harness.fill(peer, harness.DRAIN_N))[1]
+    if metric.startswith("cpu_"):  # worker CPU µs per job of the drain_<mode> run
+        mode = metric.split("_", 1)[1]
+        return float((await harness.measure_drain(peer, mode))[f"drain_{mode}_cpu_us"])
     if metric.startswith("drain_"):
         mode = metric.split("_", 1)[1]
         return float((await harness.measure_drain(peer, mode))[metric])

@@ -31,6 +31,9 @@ Metrics (per run; ``run.py`` takes medians over runs):
   ``DRAIN_CAP`` seconds pass first, the rate of the jobs done so far is reported and the
   result is marked ``capped``. Without a bulk API the jobs are enqueued one call each for at
   most ``FILL_CAP`` seconds (marked ``short`` when fewer than ``DRAIN_N`` got in);
+- ``drain_<mode>_cpu_us``: CPU (user + system, µs) the worker's processes spent per job over
+  that same stretch, read from ``/proc`` for the worker's process group (the store's own CPU
+  is not counted);
 - ``lat_p50`` / ``lat_p99``: ms from just before the enqueue call to the job body's first line,
   with an idle default worker, one job at a time (``LAT_SAMPLES``, capped at ``LAT_CAP`` s);
 - ``<kind>_<mode>`` (``sleep_default``, ``sleep_tuned``, ``pg_default``, ``pg_tuned``): jobs/s
@@ -181,6 +184,19 @@ class WorkerProcess:
             self.proc.wait(5)
         self._log.close()
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) of every live process of the worker's group so far (Linux
+        ``/proc``; 0.0 elsewhere): the supervisor, its children and their threads."""
+        total = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:  # the process exited meanwhile
+                continue
+            if int(fields[2]) == self.proc.pid:  # pgrp: the worker leads its own session
+                total += int(fields[11]) + int(fields[12])  # utime, stime (clock ticks)
+        return total / os.sysconf("SC_CLK_TCK")
+
     def tail(self, n: int = 5) -> str:
         try:
             lines = self.log_path.read_text(errors="replace").splitlines()
@@ -253,7 +269,8 @@ async def _drain(peer: Any, worker: WorkerProcess, n: int, on_start: Any = None)
     r = counter()
     t_spawn = time.perf_counter()
     t_first = None
-    done = 0
+    done = done_first = 0
+    cpu_first = cpu_done = 0.0
     capped = False
     extra: dict[str, Any] = {}
     try:
@@ -263,15 +280,16 @@ async def _drain(peer: Any, worker: WorkerProcess, n: int, on_start: Any = None)
             done = await _done(peer, r)
             now = time.perf_counter()
             if done and t_first is None:
-                t_first = now
+                t_first, done_first, cpu_first = now, done, worker.cpu_seconds()
             if done >= n:
+                cpu_done = worker.cpu_seconds()
                 break
             if not worker.alive():
                 raise RuntimeError(f"worker exited ({worker.proc.returncode}): {worker.tail()}")
             if t_first is None and now - t_spawn > BOOT_CAP:
                 raise RuntimeError(f"no job done {BOOT_CAP:g}s after start: {worker.tail()}")
             if t_first is not None and now - t_first > DRAIN_CAP:
-                capped = True
+                capped, cpu_done = True, worker.cpu_seconds()
                 break
             await asyncio.sleep(0.005)
         t_done = time.perf_counter()
@@ -284,6 +302,8 @@ async def _drain(peer: Any, worker: WorkerProcess, n: int, on_start: Any = None)
         "wall": done / (t_done - t_spawn),
         "capped": capped,
         "extra": extra,
+        # worker CPU per job between the first done seen and the last (boot excluded)
+        "cpu_us": (cpu_done - cpu_first) / max(done - done_first, 1) * 1e6,
     }
 
 
@@ -295,6 +315,7 @@ async def measure_drain(peer: Any, mode: str, on_start: Any = None) -> dict[str,
         f"drain_{mode}": got["rate"],
         f"drain_{mode}_wall": got["wall"],
         f"drain_{mode}_n": got["done"],
+        f"drain_{mode}_cpu_us": got["cpu_us"],
         **{f"drain_{mode}_{k}": v for k, v in got["extra"].items()},
     }
     if got["capped"]:

@@ -12,6 +12,7 @@ COLUMNS = [
     ("bulk", "bulk enqueue jobs/s", 0),
     ("drain_default", "drain jobs/s (default worker)", 0),
     ("drain_one", "drain jobs/s (1 process)", 0),
+    ("drain_default_cpu_us", "worker CPU µs/job (default drain)", 0),
     ("lat_p50", "idle enq→start p50 ms", 2),
     ("lat_p99", "idle enq→start p99 ms", 2),
     ("bytes", "bytes/queued job", 0),
@@ -60,6 +61,7 @@ def row_cells(res: dict[str, Any]) -> list[str]:
             "bulk": "drain_default",
             "drain_default": "drain_default",
             "drain_one": "drain_one",
+            "drain_default_cpu_us": "drain_default",
             "lat_p50": "latency",
             "lat_p99": "latency",
             "bytes": "enqueue",
@@ -93,7 +95,7 @@ def markdown_table(results: list[dict[str, Any]]) -> str:
             if mode not in ("default", "one") and f"drain_{mode}" in extra:
                 lines.append(
                     f"| {res['name']} `--processes {mode[1:]}` | | | "
-                    f"{cell(extra, f'drain_{mode}', 0)} | | | | | |"
+                    f"{cell(extra, f'drain_{mode}', 0)} | | | | | | |"
                 )
         for step, err in res.get("errors", {}).items():
             notes.append(f"- {res['name']} {step}: {err}")
