@@ -168,8 +168,9 @@ class DulyPeer:
             argv += ["--processes", "1" if mode == "one" else mode[1:]]
         return argv
 
-    #: duly's setting for I/O-bound async jobs: more slots per process (each is a coroutine).
-    io_tuned_concurrency = 100
+    #: duly's setting for I/O-bound async jobs: more slots per process (each is a coroutine);
+    #: twice the default (``duly._worker.settings.ASYNC_CONCURRENCY``).
+    io_tuned_concurrency = 256
     io_tuning = f"--concurrency {io_tuned_concurrency}"
 
     def enqueue_io(self, kind: str, n: int) -> None:

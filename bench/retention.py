@@ -2,13 +2,16 @@
 
     .venv/bin/python bench/retention.py                       # 300 jobs/s, 5 min, retention 60 s
     .venv/bin/python bench/retention.py --backends sqlite --rate 200 --duration 240
+    .venv/bin/python bench/retention.py --backends redis --rate 1000 --duration 600  # issue 32.6
 
 For each backend, in a namespace of its own removed at the end (SQLite: a temp file; Redis:
 ``bench_ret_<hex>`` on 127.0.0.1:6379 db 0; PostgreSQL: schema ``bench_ret_<hex>``), an App
 with ``retention=--retention`` seconds and ``duly worker`` as shipped (one process per core)
 run a no-op task while this process enqueues ``--rate`` jobs a second (batches every 0.1 s)
 for ``--duration`` seconds. Every ``--every`` seconds it records the jobs stored (every
-status) and the bytes the store holds:
+status), the jobs waiting (queued or running: the worker keeps up when this stays small), the
+enqueue → start wait (p50 / p99 ms) of the latest 1,000 jobs that succeeded (the store's own
+timestamps; the enqueues come in batches every 0.1 s), and the bytes the store holds:
 
 - SQLite: the database file + its WAL (so pages a purge frees but the file keeps show);
 - PostgreSQL: ``pg_total_relation_size`` of every table of the schema (heap, TOAST, indexes);
@@ -111,6 +114,25 @@ def _stored(backend: str, url: str, namespace: str) -> tuple[int, int]:
     return jobs, total
 
 
+def _pace(app: Any) -> dict[str, Any]:
+    """Whether the worker keeps up: jobs waiting now, and the enqueue → start wait (ms, p50 and
+    p99, from the store's own timestamps) of the latest 1,000 jobs that succeeded."""
+    waiting = sum(q.queued + q.running for q in app.queues())
+    infos = app.jobs(status="succeeded", limit=1000)
+    waits = sorted(
+        (i.started_at.timestamp() - i.enqueued_at.timestamp()) * 1000
+        for i in infos
+        if i.started_at is not None
+    )
+    if not waits:
+        return {"waiting": waiting}
+    return {
+        "waiting": waiting,
+        "wait_p50_ms": round(waits[len(waits) // 2], 2),
+        "wait_p99_ms": round(waits[min(len(waits) - 1, int(len(waits) * 0.99))], 2),
+    }
+
+
 def _say_autovacuum(url: str) -> None:
     """Deleted rows become space to reuse only once (auto)vacuumed: without autovacuum the
     tables grow however well the purge keeps pace."""
@@ -176,9 +198,14 @@ def run(backend: str, rate: int, duration: float, every: float, retention: float
             enqueued += per_tick
             if now >= next_sample:
                 jobs, size = _stored(backend, url, namespace)
-                samples.append({"t": round(now - started), "jobs": jobs, "bytes": size})
+                pace = _pace(app)
+                samples.append({"t": round(now - started), "jobs": jobs, "bytes": size, **pace})
                 elapsed = now - started
-                print(f"{backend}: t={elapsed:5.0f}s jobs={jobs:,} bytes={size:,}", flush=True)
+                print(
+                    f"{backend}: t={elapsed:5.0f}s jobs={jobs:,} bytes={size:,} "
+                    + " ".join(f"{k}={v}" for k, v in pace.items()),
+                    flush=True,
+                )
                 next_sample += every
             if worker.poll() is not None:
                 raise RuntimeError(f"worker exited: {(workdir / 'worker.log').read_text()[-2000:]}")
@@ -186,7 +213,8 @@ def run(backend: str, rate: int, duration: float, every: float, retention: float
             if late > 0:
                 time.sleep(late)
         jobs, size = _stored(backend, url, namespace)
-        samples.append({"t": round(time.monotonic() - started), "jobs": jobs, "bytes": size})
+        end = {"t": round(time.monotonic() - started), "jobs": jobs, "bytes": size}
+        samples.append({**end, **_pace(app)})
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(worker.pid, signal.SIGTERM)
@@ -207,16 +235,23 @@ def run(backend: str, rate: int, duration: float, every: float, retention: float
     }
 
 
+def _cell(sample: dict[str, Any]) -> str:
+    text = f"{sample['jobs']:,} jobs / {sample['bytes'] / 1e6:.1f} MB"
+    if "wait_p99_ms" in sample:
+        text += (
+            f"; {sample['waiting']:,} waiting, wait p50 {sample['wait_p50_ms']:.0f} ms"
+            f" p99 {sample['wait_p99_ms']:.0f} ms"
+        )
+    return text
+
+
 def table(results: list[dict[str, Any]]) -> str:
     times = sorted({s["t"] for r in results for s in r["samples"]})
     head = "| backend | " + " | ".join(f"{t} s" for t in times) + " |"
     lines = [head, "|" + "---|" * (len(times) + 1)]
     for r in results:
         at = {s["t"]: s for s in r["samples"]}
-        cells = [
-            f"{at[t]['jobs']:,} jobs / {at[t]['bytes'] / 1e6:.1f} MB" if t in at else ""
-            for t in times
-        ]
+        cells = [_cell(at[t]) if t in at else "" for t in times]
         lines.append(f"| {r['backend']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -1,4 +1,4 @@
-"""A worker's default concurrency: 64 per process when every task is async (a waiting run
+"""A worker's default concurrency: 128 per process when every task is async (a waiting run
 costs a coroutine), 16 as soon as one task runs on a thread or in a child process (each such
 run holds a thread, and usually a database connection of its own)."""
 
@@ -28,8 +28,8 @@ async def isolated_async(n: int) -> int:
     return n
 
 
-def test_an_app_of_async_tasks_runs_64_at_once_per_process() -> None:
-    assert ASYNC_CONCURRENCY == 64
+def test_an_app_of_async_tasks_runs_128_at_once_per_process() -> None:
+    assert ASYNC_CONCURRENCY == 128
     assert duly.Worker(_app()).concurrency == ASYNC_CONCURRENCY
 
 

@@ -18,11 +18,12 @@ __all__ = ["ASYNC_CONCURRENCY", "SYNC_CONCURRENCY", "default_concurrency", "pars
 #: such run holds a thread, and usually a database connection of its own.
 SYNC_CONCURRENCY = 16
 #: Jobs at once per process when every task is ``async def``: a waiting run costs a coroutine.
-#: Measured on Redis, 2 cores, jobs awaiting 20 ms: one process at 64 ran at 0.83 of the
-#: ideal 64 / 20 ms; the default worker (2 processes, 128 slots) at 0.71-0.75 with 5,000 jobs
-#: and 0.80 with 20,000: 3.3-3.5x the jobs/s of the 32 slots it had at 16 (docs/benchmarks.md).
-#: Past ~100 per process the two cores, not the slots, set the pace.
-ASYNC_CONCURRENCY = 64
+#: Measured on Redis, 2 cores, 5,000 jobs awaiting 20 ms, the default worker (2 processes),
+#: 3 alternated rounds (docs/benchmarks.md): 64 per process 5,831 jobs/s (0.91 of the ideal
+#: slots / 20 ms), 128 10,844 (0.85), 256 19,723 (0.77), against pgqueuer's 5,660 (it runs
+#: every queued job at once); jobs of one query on a pool of 10 connections ran as fast at 128
+#: as at 64 (4,047 and 4,188 jobs/s): the pool sets their pace, and a run waits its turn on it.
+ASYNC_CONCURRENCY = 128
 
 
 def default_concurrency(registry: Registry) -> int:
