@@ -129,3 +129,14 @@ def test_a_supervisor_with_another_thread_spawns_instead(tmp_path: Path) -> None
         thread.join()
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
+
+
+def test_a_child_started_after_the_stop_signal_is_told_to_stop() -> None:
+    supervisor = Supervisor([], 1, grace=1)
+    supervisor._stopping = True  # the SIGTERM came while this child was being made
+    child = fork_child(lambda fd: time.sleep(60) or None, None)
+    try:
+        supervisor._started(0, child)
+        assert child.wait(20) == -signal.SIGTERM
+    finally:
+        child.kill()

@@ -96,8 +96,7 @@ class Supervisor:
             finally:
                 os.close(write)  # the child's end: its exit is then the pipe's end
             self._unwatched.append((child.pid, read))
-        self._children[slot] = (child, time.monotonic())
-        log.info("started worker process %d (pid %d, forked)", slot, child.pid)
+        self._started(slot, child, ", forked")
 
     def _spawn(self, slot: int) -> None:
         if self.leases is None:
@@ -113,8 +112,13 @@ class Supervisor:
             finally:
                 os.close(write)  # the child's end: its exit is then the pipe's end
             self.leases.watch(child.pid, read)
+        self._started(slot, child)
+
+    def _started(self, slot: int, child: _Child, how: str = "") -> None:
         self._children[slot] = (child, time.monotonic())
-        log.info("started worker process %d (pid %d)", slot, child.pid)
+        log.info("started worker process %d (pid %d%s)", slot, child.pid, how)
+        if self._stopping:  # a signal came while it started, before it was ours to tell
+            child.send_signal(signal.SIGTERM)
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         if self._stopping:
