@@ -37,8 +37,9 @@ class Hub:
     kind: str
 
     def run(self, *job_ids: str) -> None:
-        """Run these jobs to an outcome with an in-process worker."""
-        duly.testing.run_jobs(self.app, list(job_ids), queues=["default", "sync"])
+        """Run these jobs to an outcome with an in-process worker. No scheduler: a run that
+        spans the top of an hour would also tick ``hourly`` (one more job, and its events)."""
+        duly.testing.run_jobs(self.app, list(job_ids), queues=["default", "sync"], scheduler=False)
 
     def get(self, path: str, **kwargs: Any) -> Any:
         """GET as the admin, expecting 200; the JSON."""
