@@ -35,9 +35,10 @@ demo: install
 ## service, seconds), then the rest on TEST_WORKERS processes that steal work from each other
 ## at the end. Most tests wait (on workers, leases, timers) more than they compute, so more
 ## processes than cores pay off; the suite's CPU time on 2 cores is the floor. Measured on
-## this machine (pytest part, 2,824 tests): -n 3 395 s, -n 4 341 s, -n 6 320 s with 11 % more
-## CPU (370 s -> 410 s); 4 keeps the timing-sensitive tests' margins.
-TEST_WORKERS ?= 4
+## this machine (2,824 tests): `make test` 404 s at -n 3 (pytest 395 s), 352 s at -n 4
+## (pytest 337-356 s over three runs), 326 s at -n 5 (pytest 318 s); -n 6 gave pytest 320 s
+## for 11 % more CPU.
+TEST_WORKERS ?= 5
 test: install bytecode unit lint typecheck
 	$(PY) -m pytest -m "not slow" -q -n $(TEST_WORKERS) --dist worksteal --ignore=tests/unit --durations=30
 
