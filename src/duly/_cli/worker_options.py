@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 
 import click
 
+from duly._worker.settings import ASYNC_CONCURRENCY, SYNC_CONCURRENCY
+
 __all__ = ["DEFAULT_CONNECT_TIMEOUT", "WorkerOptions", "click_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,7 +47,8 @@ class WorkerOptions:
         None,
         "--concurrency",
         "-c",
-        show_default="64 when every task of the app is async, else 16",
+        show_default=f"{ASYNC_CONCURRENCY} when every task of the app is async, else "
+        f"{SYNC_CONCURRENCY}",
         type=click.IntRange(1, 10_000),
         help="Jobs run at once per process (sync ones each on a thread of their own).",
     )

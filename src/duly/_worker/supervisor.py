@@ -83,36 +83,41 @@ class Supervisor:
         self._unwatched: list[tuple[int, int]] = []  # forked before the keeper started
 
     def _fork(self, slot: int) -> None:
-        assert self.fork is not None
-        if self.leases is None:
-            child = fork_child(self.fork, None)
-        else:
-            read, write = os.pipe()
-            try:
-                child = fork_child(self.fork, write)
-            except BaseException:
-                os.close(read)
-                raise
-            finally:
-                os.close(write)  # the child's end: its exit is then the pipe's end
-            self._unwatched.append((child.pid, read))
+        fork = self.fork
+        assert fork is not None
+        child, read = self._with_lease_pipe(lambda fd: fork_child(fork, fd))
+        if read is not None:
+            self._unwatched.append((child.pid, read))  # the keeper watches it once started
         self._started(slot, child, ", forked")
 
     def _spawn(self, slot: int) -> None:
-        if self.leases is None:
-            child = subprocess.Popen(self.child_argv, env=self.env)
-        else:
-            read, write = os.pipe()
-            argv = [*self.child_argv, "--lease-fd", str(write)]
-            try:
-                child = subprocess.Popen(argv, env=self.env, pass_fds=(write,))
-            except BaseException:
-                os.close(read)
-                raise
-            finally:
-                os.close(write)  # the child's end: its exit is then the pipe's end
+        def popen(fd: int | None) -> _Child:
+            if fd is None:
+                return subprocess.Popen(self.child_argv, env=self.env)
+            argv = [*self.child_argv, "--lease-fd", str(fd)]
+            return subprocess.Popen(argv, env=self.env, pass_fds=(fd,))
+
+        child, read = self._with_lease_pipe(popen)
+        if read is not None:
+            assert self.leases is not None
             self.leases.watch(child.pid, read)
         self._started(slot, child)
+
+    def _with_lease_pipe(self, start: Callable[[int | None], _Child]) -> tuple[_Child, int | None]:
+        """``start(fd)`` a child; with a lease keeper, ``fd`` is the write end of a new pipe
+        (closed here once the child has it: its exit is then the pipe's end), and the read
+        end is returned for the keeper."""
+        if self.leases is None:
+            return start(None), None
+        read, write = os.pipe()
+        try:
+            child = start(write)
+        except BaseException:
+            os.close(read)
+            raise
+        finally:
+            os.close(write)
+        return child, read
 
     def _started(self, slot: int, child: _Child, how: str = "") -> None:
         self._children[slot] = (child, time.monotonic())

@@ -79,8 +79,8 @@ class Worker:
     ``Registry.queues``) are tried in order (earlier first), or, written ``"name:weight"``, in
     a weighted random order drawn for each claim, so every queue gets its share and none
     starves (see ``docs/guide.md``, "Priorities and queues"); ``concurrency`` jobs run at
-    once (default: 64 when every task of the app is async and not isolated, else 16: see
-    ``duly._worker.settings``); ``lease`` is how long a job may go without a heartbeat
+    once (default: ``duly._worker.settings.default_concurrency``: 128 when every task of the
+    app is async and not isolated, else 16); ``lease`` is how long a job may go without a heartbeat
     before another process recovers it (>= 2 s); ``grace`` is how long a graceful stop waits
     for running jobs; ``burst`` stops the worker once no job is queued, due or running here
     (jobs due later are left for later);
