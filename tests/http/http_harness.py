@@ -145,6 +145,7 @@ class Stream:
         while True:
             assert time.monotonic() < deadline, f"no job event within {within}s"
             fields = self.message()
+            assert fields.get("event") != "reset", f"the server ended the stream: {fields}"
             if fields.get("event") == "job":
                 data: dict[str, Any] = json.loads(fields["data"])
                 data["_id"] = fields["id"]
