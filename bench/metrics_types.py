@@ -63,8 +63,7 @@ def per_run(runs: int, rounds: int) -> tuple[float, float]:
     def drive(impl: _PlainRuns | _ClientRuns) -> Callable[[], None]:
         def work() -> None:
             for started, finished, now in batches:
-                for record in started:
-                    impl.started(record)
+                impl.started(started)
                 impl.finished(finished, now)
 
         return work

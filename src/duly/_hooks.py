@@ -63,6 +63,8 @@ class Hook:
     that overrides ``finished_batch(items)`` is told of them once per such call, with every applied
     ``(record, outcome, error)`` (one clock reading for them all: ``PrometheusHook`` does this),
     instead of ``finished`` once per run. Its default calls ``finished`` for each run.
+    Likewise ``started_batch(records)``: the runs a worker starts together (one claim), told
+    once before they run, instead of ``started`` once per run.
     """
 
     def enqueuing(self, jobs: Sequence[NewJob]) -> None:
@@ -76,6 +78,14 @@ class Hook:
 
     def started(self, record: JobRecord) -> HookCallResult:
         """A worker claimed ``record`` and is about to run it (``record`` shows the new run)."""
+
+    def started_batch(self, records: Sequence[JobRecord]) -> HookCallResult:
+        """A worker claimed ``records`` together and is about to run them. This default calls
+        ``started`` for each; a hook that overrides it is told once per batch, before any of
+        them runs (and after nothing else: the other hooks' ``started`` come in each run's own
+        task), and its ``started`` is not called by the worker."""
+        pending = [returned for record in records if (returned := self.started(record)) is not None]
+        return settle("started", pending) if pending else None
 
     def finished(
         self, record: JobRecord, outcome: Outcome, error: BaseException | None
@@ -135,6 +145,7 @@ HOOK_EVENTS = (
     "enqueuing",
     "enqueued",
     "started",
+    "started_batch",
     "finished",
     "finished_batch",
     "abandoned",
@@ -160,11 +171,15 @@ class Hooks:
         if not isinstance(hook, Hook):
             raise ConfigurationTypeError(f"a hook subclasses duly.Hook, got {hook!r}")
         kind = type(hook)
-        # A hook told of finished runs a batch at a time is not told of them one by one too.
-        batching = kind.finished_batch is not Hook.finished_batch
+        # A hook told of runs a batch at a time is not told of them one by one too.
+        batched = {
+            single
+            for single, batch in (("started", "started_batch"), ("finished", "finished_batch"))
+            if getattr(kind, batch) is not getattr(Hook, batch)
+        }
         for event in HOOK_EVENTS:
             overridden = getattr(kind, event) is not getattr(Hook, event)
-            if overridden and not (event == "finished" and batching):
+            if overridden and event not in batched:
                 self._calls[event].append((hook, getattr(hook, event)))
 
     def remove(self, hook: Hook) -> None:
@@ -174,7 +189,8 @@ class Hooks:
 
     def watching(self, event: str) -> bool:
         """Whether any hook overrides ``event`` (skip building its arguments otherwise); for
-        ``finished``, one called a run at a time (``finished_batch``: the others)."""
+        ``started`` and ``finished``, one called a run at a time (``started_batch`` and
+        ``finished_batch``: the others)."""
         return bool(self._calls[event])
 
     @property

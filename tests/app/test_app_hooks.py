@@ -241,6 +241,64 @@ def test_a_hook_may_take_finished_runs_a_batch_at_a_time(app: duly.App) -> None:
     assert not app.hooks.watching("finished_batch")
 
 
+def test_a_hook_may_take_started_runs_a_batch_at_a_time(app: duly.App) -> None:
+    """A hook overriding ``started_batch`` (PrometheusHook) is told of a claim's runs in one
+    call, before any of them runs (an async one is awaited first), instead of ``started`` per
+    run; the other hooks still get ``started`` per run, in the run's own task."""
+    batches: list[list[str]] = []
+    ran: list[str] = []
+    each = app.add_hook(Recorder())
+
+    class Batched(duly.Hook):
+        def started(self, record: JobRecord) -> None:
+            raise AssertionError("started is not called on a hook that takes batches")
+
+        async def started_batch(self, records: Any) -> None:
+            await asyncio.sleep(0)
+            assert not set(ran) & {record.id for record in records}
+            batches.append([record.id for record in records])
+
+    batched = app.add_hook(Batched())
+    assert app.hooks.watching("started_batch") and app.hooks.watching("started")
+
+    @app.task(name="t.noted")
+    async def noted() -> None:
+        ran.append(duly.current_job().id)
+
+    jobs = app.enqueue_many([noted.s() for _ in range(20)])
+    run_jobs(app, jobs)
+    told = [job_id for batch in batches for job_id in batch]
+    assert sorted(told) == sorted(job.id for job in jobs) == sorted(ran)
+    assert len(batches) < len(jobs)  # runs claimed together are told together
+    assert sum(e[0] == "started" for e in each.events) == len(jobs)
+    app.hooks.remove(batched)
+    assert not app.hooks.watching("started_batch")
+
+
+def test_started_batch_calls_started_per_run_by_default() -> None:
+    """``Hook.started_batch``'s default is ``started`` once per run, in order; what async
+    ``started`` return is settled in one awaitable."""
+    records = [
+        JobRecord(str(n), "t", "default", b"{}", "running", 1, 1, None, 0, 0.0) for n in range(3)
+    ]
+    seen: list[str] = []
+
+    class Each(duly.Hook):
+        def started(self, record: JobRecord) -> None:
+            seen.append(record.id)
+
+    class AsyncEach(duly.Hook):
+        async def started(self, record: JobRecord) -> None:
+            seen.append(record.id)
+
+    assert Each().started_batch(records) is None
+    assert seen == ["0", "1", "2"]
+    waiting = AsyncEach().started_batch(records)
+    assert waiting is not None
+    asyncio.run(waiting)  # type: ignore[arg-type]
+    assert seen == ["0", "1", "2"] * 2
+
+
 def test_finished_batch_calls_finished_per_run_by_default() -> None:
     """``Hook.finished_batch``'s default is ``finished`` once per run, in order; what async
     ``finished`` calls return is one awaitable (their errors logged, never raised)."""
@@ -378,9 +436,11 @@ def test_recovery_hooks(make_app, worker_thread, wait, max_lost: int) -> None:
 def test_hook_signatures_match_the_base_class() -> None:
     """The recorder above overrides every event: a renamed event would be caught here."""
     overridden = {name for name in duly._hooks.HOOK_EVENTS if name in Recorder.__dict__}
-    # ... but finished_batch, which would take ``finished`` from it (tested on its own above),
-    # and around_run, which wraps runs rather than tells of them (test_app_around_run.py)
-    assert overridden == set(duly._hooks.HOOK_EVENTS) - {"finished_batch", "around_run"}
+    # ... but started_batch and finished_batch, which would take ``started`` and ``finished``
+    # from it (tested on their own above), and around_run, which wraps runs rather than tells
+    # of them (test_app_around_run.py)
+    batches = {"started_batch", "finished_batch", "around_run"}
+    assert overridden == set(duly._hooks.HOOK_EVENTS) - batches
     assert {NewJob, EnqueueResult}  # the types the enqueued hook receives
 
 

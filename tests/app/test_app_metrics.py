@@ -157,8 +157,10 @@ def test_one_process_exposes_what_prometheus_client_s_own_types_would() -> None:
             started_at=1_000.0 - i * 0.37,
         )  # fmt: skip
         records.append(record)
-        for runs in (plain, client):
-            runs.started(record)
+    for runs in (plain, client):  # as claims start them: a batch of runs at a time
+        runs.started(records[:7])
+        runs.started(records[7:8])
+        runs.started(records[8:])
     ended = [(r, Outcome(r.id, kinds[i % len(kinds)]), None) for i, r in enumerate(records[:30])]
     for runs in (plain, client):
         runs.finished(ended[:10], 1_000.5)

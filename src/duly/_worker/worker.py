@@ -393,6 +393,10 @@ class Worker:
         if self._lease_share is not None and admitted:
             # Before their code runs: one of them may hold the GIL from its first line on.
             self._lease_share.add(self.id, [record.id for record in admitted])
+        hooks = self.app.hooks
+        watching = admitted and hooks.watching("started_batch")
+        if watching and (waiting := hooks.fire("started_batch", admitted)) is not None:
+            await waiting
         for record in admitted:
             self._start(record)
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import threading
 from bisect import bisect_left
-from collections import deque
 from collections.abc import Sequence
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Protocol
@@ -134,7 +133,12 @@ class PrometheusHook(Hook):
 
     def started(self, record: JobRecord) -> None:
         """Observe the queue wait and count the run in flight."""
-        self._runs.started(record)
+        self._runs.started((record,))
+
+    def started_batch(self, records: Sequence[JobRecord]) -> None:
+        """``started`` for the runs of one claim (the worker calls this instead, once per
+        claim)."""
+        self._runs.started(records)
 
     def finished(self, record: JobRecord, outcome: Outcome, error: BaseException | None) -> None:
         """Count the outcome, observe the run's duration, end it in flight."""
@@ -189,7 +193,7 @@ class _Runs(Protocol):
     ends once even if this hook saw its start but not its end (or the reverse), and the gauge
     never drifts."""
 
-    def started(self, record: JobRecord) -> None: ...
+    def started(self, records: Sequence[JobRecord]) -> None: ...
     def finished(self, items: Sequence[Finished], now: float) -> None: ...
     def end(self, job_id: str) -> None: ...
 
@@ -209,11 +213,8 @@ class _PlainSeries:
 
 
 class _PlainRuns:
-    """Per-thread series, so no increment needs a lock; a scrape sums the threads'.
-
-    A start costs two atomic steps on shared structures: its wait joins ``waits`` (a deque),
-    observed a batch at a time into the series of the thread that next reports outcomes or
-    scrapes; its (task, queue) joins ``running`` by job id, which the scrape counts for the
+    """Per-thread series, so no increment needs a lock; a scrape sums the threads'. A run's
+    (task, queue) joins ``running`` by job id while it runs, which the scrape counts for the
     in-flight gauge."""
 
     def __init__(self, clock: Clock) -> None:
@@ -222,22 +223,29 @@ class _PlainRuns:
         self._tables: list[dict[tuple[str, str], _PlainSeries]] = []
         self._lock = threading.Lock()  # taken once per thread, and by scrapes
         self.running: dict[str, tuple[str, str]] = {}
-        self.waits: deque[tuple[tuple[str, str], float]] = deque()
 
-    def started(self, record: JobRecord) -> None:
+    def started(self, records: Sequence[JobRecord]) -> None:
         # _wait inlined: this runs once per job on the worker's event loop.
-        start = record.started_at
-        if start is None:
-            start = self.clock.now()
-        ready, scheduled = record.enqueued_at, record.scheduled_for
-        if scheduled is not None and scheduled > ready:
-            ready = scheduled
-        key = (record.task, record.queue)
-        self.waits.append((key, start - ready if start > ready else 0.0))
-        self.running.setdefault(record.id, key)
+        running = self.running
+        now = None
+        key: tuple[str, str] | None = None
+        series = None
+        for record in records:
+            start = record.started_at
+            if start is None:
+                start = now = self.clock.now() if now is None else now
+            ready, scheduled = record.enqueued_at, record.scheduled_for
+            if scheduled is not None and scheduled > ready:
+                ready = scheduled
+            seconds = start - ready if start > ready else 0.0
+            if key is None or series is None or record.task != key[0] or record.queue != key[1]:
+                key = (record.task, record.queue)
+                series = self.series(*key)
+            series.wait[bisect_left(WAIT_BUCKETS, seconds)] += 1
+            series.wait_sum += seconds
+            running.setdefault(record.id, key)
 
     def finished(self, items: Sequence[Finished], now: float) -> None:
-        self.observe_waits()
         running = self.running
         task = queue = None
         series = None
@@ -256,21 +264,6 @@ class _PlainRuns:
 
     def end(self, job_id: str) -> None:
         self.running.pop(job_id, None)
-
-    def observe_waits(self) -> None:
-        """Observe the waits of the runs started since, in this thread's series."""
-        waits = self.waits
-        last: tuple[str, str] | None = None
-        series = None
-        while True:
-            try:
-                key, seconds = waits.popleft()
-            except IndexError:
-                return
-            if series is None or key != last:
-                last, series = key, self.series(*key)
-            series.wait[bisect_left(WAIT_BUCKETS, seconds)] += 1
-            series.wait_sum += seconds
 
     def in_flight(self) -> dict[tuple[str, str], int]:
         """Runs in flight by (task, queue)."""
@@ -316,7 +309,6 @@ class RunCollector:
         families = self._families()
         jobs, duration, wait, in_flight = families
         runs = self._runs
-        runs.observe_waits()  # into this (the scraping) thread's series
         flying = runs.in_flight()
         snapshot = runs.snapshot()
         for task, queue in sorted(snapshot.keys() | flying.keys()):
@@ -417,12 +409,13 @@ class _ClientRuns:
             found = self._series[(task, queue)] = _ClientSeries(self, task, queue)
         return found
 
-    def started(self, record: JobRecord) -> None:
-        series = self.series(record.task, record.queue)
-        series.queue_wait.observe(_wait(record, self.clock))
-        if record.id not in self._running:
-            self._running[record.id] = series
-            series.in_flight.inc()
+    def started(self, records: Sequence[JobRecord]) -> None:
+        for record in records:
+            series = self.series(record.task, record.queue)
+            series.queue_wait.observe(_wait(record, self.clock))
+            if record.id not in self._running:
+                self._running[record.id] = series
+                series.in_flight.inc()
 
     def finished(self, items: Sequence[Finished], now: float) -> None:
         for record, outcome, _ in items:
