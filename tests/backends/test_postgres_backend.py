@@ -970,3 +970,40 @@ def test_event_readers_wait_only_for_transactions_that_wrote_events(
             await backend.close()
 
     asyncio.run(main())
+
+
+def test_a_cancel_the_pool_swallowed_still_cancels(postgres_url: str, schema: str) -> None:
+    """Python 3.11's wait_for (in psycopg_pool's getconn) may hand a connection over to a task
+    cancelled meanwhile instead of raising: the task must still end cancelled (an SSE reader
+    went on reading after its client left), and the connection go back to the pool."""
+    from duly.backends.postgres._connection import _live_connection
+
+    async def main() -> None:
+        backend = PostgresBackend(postgres_url, schema)
+        await backend.open()
+        pool = backend._db._pool
+        assert pool is not None
+        real_getconn = pool.getconn
+
+        async def getconn_then_cancelled(timeout: float | None = None) -> Any:
+            conn = await real_getconn(timeout)
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()  # as the race leaves it: a cancel requested, no CancelledError raised
+            return conn
+
+        try:
+            idle = pool.get_stats()["pool_available"]
+            pool.getconn = getconn_then_cancelled  # type: ignore[method-assign]
+            taking = asyncio.create_task(_live_connection(pool))
+            with pytest.raises(asyncio.CancelledError):
+                await taking
+            assert taking.cancelled()
+            pool.getconn = real_getconn  # type: ignore[method-assign]
+            assert pool.get_stats()["pool_available"] == idle  # given back
+            assert await backend.get_job("none") is None  # the pool still works
+        finally:
+            await backend.drop()
+            await backend.close()
+
+    asyncio.run(main())

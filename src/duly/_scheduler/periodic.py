@@ -182,7 +182,8 @@ class Scheduler:
                 log.warning("scheduler: backend unavailable (%s); retrying in %.1fs", exc, delay)
                 delay = min(delay * 2, 10.0)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), delay)
+                async with asyncio.timeout(delay):
+                    await stop.wait()
 
     def _job(self, entry: Ticking, tick: float, now: float) -> NewJob:
         schedule = entry.schedule

@@ -200,7 +200,8 @@ class LeaseKeeper:
         try:
             while not stop.is_set():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.lease / 3)
+                    async with asyncio.timeout(self.lease / 3):
+                        await stop.wait()
                 if stop.is_set():
                     break
                 if backend is None:

@@ -329,7 +329,8 @@ class Worker:
     async def _sleep(self, seconds: float) -> None:
         """Sleep, waking early on stop."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._stopping.wait()
 
     # -- fetch -----------------------------------------------------------------------------
     async def _fetch_loop(self) -> None:

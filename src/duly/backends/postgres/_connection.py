@@ -100,8 +100,16 @@ async def _live_connection(
     pg_terminate_backend, a proxy) is given back (the pool discards it) and the next one
     is taken at once."""
     deadline = time.monotonic() + CONNECT_TIMEOUT
+    task = asyncio.current_task()
+    cancelling = task.cancelling() if task is not None else 0
     while True:
         conn = await pool.getconn(max(deadline - time.monotonic(), 0.01))
+        if task is not None and task.cancelling() > cancelling:
+            # Cancelled while the pool handed the connection over: Python 3.11's wait_for
+            # (in psycopg_pool's getconn) then returns it instead of raising. Measured: 1 to 6
+            # of 300 cancelled event reads went on as if never cancelled.
+            await pool.putconn(conn)
+            raise asyncio.CancelledError
         try:
             await conn.execute("")  # what AsyncConnectionPool.check_connection does
         except psycopg.OperationalError:

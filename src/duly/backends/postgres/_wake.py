@@ -51,7 +51,10 @@ class Listener:
         event = asyncio.Event()
         self._waiters[event] = wanted
         try:
-            await asyncio.wait_for(event.wait(), timeout)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for may swallow a cancellation that
+            # comes as the event is set (the waiter would then go on as if never cancelled).
+            async with asyncio.timeout(timeout):
+                await event.wait()
         except TimeoutError:
             pass
         finally:

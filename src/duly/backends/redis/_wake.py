@@ -37,7 +37,8 @@ class Wake:
         entry = (wanted, future)
         self._waiters.append(entry)
         try:
-            await asyncio.wait_for(future, max(timeout, 0.0))
+            async with asyncio.timeout(max(timeout, 0.0)):
+                await future
         except TimeoutError:
             pass
         finally:
