@@ -75,6 +75,7 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     harness.hold_bench_db()
+    harness.stop_workers_at_exit()
     names = [t.strip() for t in args.targets.split(",") if t.strip()]
     peers = {name: make_peer(name) for name in names}
     values: dict[str, list[float]] = {name: [] for name in names}

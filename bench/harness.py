@@ -46,6 +46,7 @@ Metrics (per run; ``run.py`` takes medians over runs):
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import inspect
 import os
@@ -147,6 +148,29 @@ async def _call(fn: Any, *args: Any) -> Any:
     return result
 
 
+#: Worker processes started and not stopped yet: stopped at exit, so an interrupted run (a
+#: timed-out target, Ctrl-C, SIGTERM) leaves none draining another library's jobs.
+_live_workers: set[WorkerProcess] = set()
+
+
+def stop_workers_at_exit() -> None:
+    """Make SIGTERM and SIGHUP exit through ``finally`` blocks and ``atexit`` (as Ctrl-C
+    does), so every worker this process started is stopped with it. Called by the bench's
+    entry points (``run.py``, ``ab.py``), never at import."""
+
+    def leave(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, leave)
+
+
+@atexit.register
+def _stop_live_workers() -> None:
+    for worker in list(_live_workers):
+        worker.stop(grace=1.0)
+
+
 class WorkerProcess:
     """A worker subprocess in its own process group (so its children die with it)."""
 
@@ -164,6 +188,7 @@ class WorkerProcess:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        _live_workers.add(self)
 
     @property
     def pid(self) -> int:
@@ -183,6 +208,7 @@ class WorkerProcess:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(5)
         self._log.close()
+        _live_workers.discard(self)
 
     def cpu_seconds(self) -> float:
         """CPU time (user + system) of every live process of the worker's group so far (Linux

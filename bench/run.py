@@ -92,6 +92,18 @@ async def _one(target: str, runs: int, profile: bool) -> dict[str, Any]:
     return result
 
 
+def _end(proc: subprocess.Popen[str]) -> None:
+    """Stop a target's child run if it still runs: SIGTERM first, so it stops its workers."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+
+
 def run_target(target: str, runs: int, profile: bool) -> dict[str, Any]:
     out = harness.RESULTS / f"target-{target.replace('/', '-')}.json"
     out.unlink(missing_ok=True)
@@ -107,19 +119,16 @@ def run_target(target: str, runs: int, profile: bool) -> dict[str, Any]:
     ] + (["--profile"] if profile else [])
     t = time.perf_counter()
     load_before = os.getloadavg()[0]
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, env=harness.child_env(), stdout=subprocess.PIPE, stderr=None, text=True
+    )
     try:
-        proc = subprocess.run(
-            argv,
-            cwd=ROOT,
-            env=harness.child_env(),
-            timeout=TARGET_TIMEOUT,
-            stdout=subprocess.PIPE,
-            stderr=None,
-            text=True,
-        )
-        fatal = None if proc.returncode == 0 else (proc.stdout.strip().splitlines() or ["?"])[-1]
+        stdout, _ = proc.communicate(timeout=TARGET_TIMEOUT)
+        fatal = None if proc.returncode == 0 else (stdout.strip().splitlines() or ["?"])[-1]
     except subprocess.TimeoutExpired:
         fatal = f"did not finish within {TARGET_TIMEOUT:g}s"
+    finally:  # a timeout, Ctrl-C or SIGTERM: the child stops its workers (stop_workers_at_exit)
+        _end(proc)
     if out.exists():
         res = json.loads(out.read_text())
         if fatal:
@@ -140,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    harness.stop_workers_at_exit()
 
     if args.one:
         try:
