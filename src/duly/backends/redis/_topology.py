@@ -131,7 +131,7 @@ class Topology:
         from redis.asyncio import Redis
         from redis.asyncio.sentinel import Sentinel
 
-        sentinel = Sentinel(list(self.nodes), **_SENTINELS)  # type: ignore[no-untyped-call]
+        sentinel = Sentinel(list(self.nodes), **_SENTINELS)  # type: ignore[no-untyped-call, unused-ignore]
         client: Redis = sentinel.master_for(
             self.service, redis_class=Redis, retry=_retry(), **self._primary_options()
         )
@@ -142,7 +142,7 @@ class Topology:
         ``connection_class`` and ``connection_kwargs`` are used: see ``BlockingConnections``)."""
         from redis.sentinel import Sentinel, SentinelConnectionPool
 
-        sentinel = Sentinel(list(self.nodes), **_SENTINELS)  # type: ignore[no-untyped-call]
+        sentinel = Sentinel(list(self.nodes), **_SENTINELS)  # type: ignore[no-untyped-call, unused-ignore]
         return SentinelConnectionPool(  # type: ignore[no-untyped-call]
             self.service,
             sentinel,

@@ -64,7 +64,7 @@ class Wake:
                 await pubsub.subscribe(self.channel)
             except BaseException:
                 with suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
                 raise
         self._pubsub = pubsub
         self._listener = asyncio.create_task(self._listen(pubsub), name="duly-redis-wake")
@@ -104,4 +104,4 @@ class Wake:
                 await listener
         if pubsub is not None:
             with suppress(Exception):
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+                await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
