@@ -31,7 +31,7 @@ from duly._errors import BackendUnavailable, ConfigurationError
 from duly._ids import new_id
 from duly._records import EnqueueResult, JobFilter, NewJob, Outcome
 from duly.backends import backend_from_url
-from duly.backends._sql import load_migrations, load_queries
+from duly.backends._sql import load_migrations, load_query_folder
 from duly.backends.base import Backend
 from duly.backends.sqlite import SqliteBackend
 
@@ -91,7 +91,7 @@ def test_url_forms() -> None:
 
 
 def test_package_data_is_found() -> None:
-    queries = load_queries("duly.backends.sqlite")
+    queries = load_query_folder("duly.backends.sqlite")
     assert {"claim", "enqueue", "finish_succeeded", "quarantine_lost"} - {"enqueue"} <= set(queries)
     assert next(m.version for m in load_migrations("duly.backends.sqlite")) == 1
 
@@ -448,7 +448,7 @@ def test_workers_register_and_unregister(db: Path) -> None:
 def test_hot_queries_use_their_partial_indexes(db: Path) -> None:
     run_ = with_backend(db, lambda b: b.ping())
     assert run_ is None
-    queries = load_queries("duly.backends.sqlite")
+    queries = load_query_folder("duly.backends.sqlite")
     conn = sqlite3.connect(db)
     params: dict[str, Any] = {
         "queue": "q", "limit": 10, "now": NOW, "worker": "w", "lease_until": NOW, "may_lead": 1,

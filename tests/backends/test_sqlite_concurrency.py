@@ -20,7 +20,7 @@ import pytest
 
 from duly._ids import new_id
 from duly._records import NewJob, Outcome, RateRequest
-from duly.backends._sql import load_migrations, load_queries
+from duly.backends._sql import load_migrations, load_query_folder
 from duly.backends.sqlite import SqliteBackend
 from duly.backends.sqlite._connection import statements
 
@@ -73,7 +73,7 @@ def test_migration_0002_upgrades_a_database_made_by_0001(db: Path) -> None:
     first = load_migrations("duly.backends.sqlite")[0]
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute(load_queries("duly.backends.sqlite")["migrations_table"])
+    conn.execute(load_query_folder("duly.backends.sqlite")["migrations_table"])
     for statement in statements(first.sql):
         conn.execute(statement)
     conn.execute("INSERT INTO duly_migrations VALUES (1, 'initial', 0)")
@@ -106,7 +106,7 @@ def test_migration_0002_upgrades_a_database_made_by_0001(db: Path) -> None:
 
 def test_new_statements_read_their_indexes(db: Path) -> None:
     with_backend(db, lambda b: b.ping())
-    queries = load_queries("duly.backends.sqlite")
+    queries = load_query_folder("duly.backends.sqlite")
     params: dict[str, Any] = {
         "queue": "q", "limit": 10, "now": NOW, "worker": "w", "lease_until": NOW, "may_lead": 1,
         "gate": "g", "gate_limit": 2, "unique_key": "k", "id": "x", "keys": '["k"]',

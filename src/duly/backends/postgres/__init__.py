@@ -4,7 +4,7 @@ Layout of the schema (``schema``, default ``duly``): ``jobs`` (one row per job, 
 per hot path), ``stats`` (per-minute counters), ``workers``, ``queues``, ``gates`` (running count
 per gate), ``rate_limits`` (GCRA state per key), ``freshness``, ``groups``, ``events``,
 ``webhooks`` and ``schema_version``: ``schema.sql`` shows it whole, ``migrations/`` build it.
-Every query lives in ``queries.sql`` (and ``freshness.sql``); ``{schema}`` in it is replaced by
+Every query lives in ``queries/`` (one file per capability); ``{schema}`` in it is replaced by
 the quoted schema name once, so the same text also runs on a caller's own connection for
 transactional enqueue (``backend.transactional``).
 

@@ -1,6 +1,6 @@
 """Bulk actions on PostgreSQL (``duly.backends.bulk``): ``cancel_many`` and ``retry_many``
-(``queries.sql``) apply ``cancel`` / ``retry`` to a whole batch in one transaction of a few
-statements, whatever its size; the triggers keep events, groups and dependents as for one."""
+(``queries/operator.sql``) apply ``cancel`` / ``retry`` to a whole batch in one transaction of a
+few statements, whatever its size; the triggers keep events, groups and dependents as for one."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Claiming on PostgreSQL: ``claim`` (one statement per round: SKIP LOCKED, gates taken or
-parked, priority order; see ``claim`` in ``queries.sql``) and ``promote_due`` (scheduled and
+parked, priority order; see ``claim`` in ``queries/claim.sql``) and ``promote_due`` (scheduled and
 retrying jobs that came due become claimable)."""
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from duly._errors import BackendUnavailable, ConfigurationError
 from duly._records import JobRecord
-from duly.backends._sql import load_queries
+from duly.backends._sql import load_query_folder
 from duly.backends.postgres._rows import Rows
 
 __all__ = [
@@ -42,7 +42,7 @@ __all__ = [
 T = TypeVar("T")
 R = TypeVar("R")
 
-#: The package that holds ``queries.sql`` and ``migrations/``.
+#: The package that holds ``queries/`` and ``migrations/``.
 PACKAGE: Final = __name__.rpartition(".")[0]
 #: The ``jobs`` columns in ``JobRecord`` field order, read through the alias ``j``.
 _COLUMNS: Final = ", ".join(f"j.{field.name}" for field in dataclasses.fields(JobRecord))
@@ -63,10 +63,7 @@ def _raw_queries() -> dict[str, str]:
         name: "\n".join(
             line for line in body.splitlines() if not line.lstrip().startswith("--")
         ).strip()
-        for name, body in {
-            **load_queries(PACKAGE),
-            **load_queries(PACKAGE, "freshness.sql"),  # PRODUCT §7
-        }.items()
+        for name, body in load_query_folder(PACKAGE).items()
     }
 
 
@@ -77,7 +74,7 @@ def bind(text: str, schema: sql.Identifier) -> bytes:
 
 
 class Queries:
-    """Every named query of ``queries.sql`` and ``freshness.sql``, bound to one schema."""
+    """Every named query of ``queries/*.sql``, bound to one schema."""
 
     def __init__(self, schema: str) -> None:
         identifier = sql.Identifier(schema)

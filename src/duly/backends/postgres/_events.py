@@ -36,7 +36,7 @@ _SETTLE_POLL: Final = 0.005
 #: Longest wait for them before a read returns nothing (and is tried again).
 _SETTLE_WAIT: Final = 2.0
 #: Seconds a waiting reader's mark outlasts its wait (two readers marking at once may leave
-#: the other's, slightly earlier, mark: see events_wait_mark in queries.sql).
+#: the other's, slightly earlier, mark: see events_wait_mark in queries/events.sql).
 _MARK_MARGIN: Final = 2.0
 
 

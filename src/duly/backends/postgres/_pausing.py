@@ -1,7 +1,7 @@
 """Paused queues on PostgreSQL (``duly.backends.pausing``): ``queues.paused_at``
 (0012_paused_queues.sql).
 
-Each queue has an advisory lock (``claim_lock`` / ``pause_lock`` in ``queries.sql``; in memory,
+Each queue has an advisory lock (``claim_lock`` / ``pause_lock`` in ``queries/``; in memory,
 no row lock, no WAL). A claim's transaction takes it shared before its claim statement, a pause
 takes it exclusive before its upsert: the pause waits for the claims under way, and a claim
 that comes later waits for the pause to commit, then its claim statement (a snapshot taken

@@ -1,7 +1,7 @@
-"""Orphans on PostgreSQL: running jobs whose lease lapsed go back to their queue, or fail
-after ``max_lost`` losses, or end cancelled when a cancel was requested (``recover`` in
-``queries.sql``). Plain jobs take one autocommit statement, gated ones a transaction that
-also gives their slots back (as ``_finish``)."""
+"""Orphans on PostgreSQL: running jobs whose lease lapsed go back to their queue, or fail after
+``max_lost`` losses, or end cancelled when a cancel was requested (``recover`` in
+``queries/maintenance.sql``). Plain jobs take one autocommit statement, gated ones a transaction
+that also gives their slots back (as ``_finish``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Rows of the PostgreSQL backend as records, each field read from the column of its name.
 
-A ``Rows`` is a psycopg row factory for ONE named query of ``queries.sql``: on the query's
+A ``Rows`` is a psycopg row factory for ONE named query of ``queries/*.sql``: on the query's
 first result it looks up, by name, the column of every field it fills (a missing column is
 an error then, not a shifted field), and builds every later row from those indexes. A
 query's columns never change, so that lookup runs once per process, off the claim path.

@@ -19,7 +19,7 @@ retry, drop), ``_lookups``, ``_workers``, ``_maintenance`` (promote, purge, stat
 ``_concurrency`` (unique holds, gates, rate slots), ``_wake`` (what ``wait_for_work`` waits
 for), ``_migrate`` and ``_rows``; each capability is an object over the same connection
 (``_freshness``, ``_groups``, ``_dependencies``, ``_events``, ``_webhooks``, ``_progress``,
-``_schedules``, ``_pausing``). SQL lives in ``queries.sql`` (named queries) and
+``_schedules``, ``_pausing``). SQL lives in ``queries/`` (named queries, a file per capability) and
 ``migrations/`` (applied by ``migrate()``; ``schema.sql`` shows the result).
 """
 

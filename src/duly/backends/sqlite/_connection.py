@@ -5,7 +5,7 @@ connection, opened and used only on its thread (``_thread``), so the event loop 
 SQLite, plus one connection per thread for the blocking calls (``enqueue_blocking``). Every
 state change runs in one ``BEGIN IMMEDIATE`` transaction (``transaction``, ``write``), which
 takes the database's write lock before the first read; the seams' transaction bodies take the
-``sqlite3.Connection`` and run inside it. ``QUERIES`` are the named queries of ``queries.sql``.
+``sqlite3.Connection`` and run inside it. ``QUERIES`` are the named queries of ``queries/*.sql``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Final, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from duly._errors import BackendUnavailable, ConfigurationError
-from duly.backends._sql import load_queries
+from duly.backends._sql import load_query_folder
 from duly.backends.sqlite._thread import Checkpointer, SqliteThread, timed, waited
 
 __all__ = [
@@ -42,7 +42,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-QUERIES: Final = load_queries("duly.backends.sqlite")
+QUERIES: Final = load_query_folder("duly.backends.sqlite")
 
 #: How long a statement waits for another process's write lock before giving up.
 BUSY_TIMEOUT_MS: Final = 10_000

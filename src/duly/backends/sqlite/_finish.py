@@ -86,7 +86,7 @@ def finish_tx(
 
 
 def _outcome_row(outcome: Outcome, now: float) -> tuple[str, tuple[Any, ...]]:
-    """The finish_* statement of ``outcome`` and its row of ``o`` (see queries.sql)."""
+    """The finish_* statement of ``outcome`` and its row of ``o`` (see queries/finish.sql)."""
     job_id, kind = outcome.job_id, outcome.kind
     if kind == "succeeded":
         return "finish_succeeded", (job_id, now, outcome.result, outcome.expire_at)
@@ -106,7 +106,7 @@ def _outcome_row(outcome: Outcome, now: float) -> tuple[str, tuple[Any, ...]]:
 
 @functools.cache
 def _batched(name: str, rows: int, width: int) -> str:
-    """Query ``name`` with ``rows`` VALUES rows of ``width`` parameters (see queries.sql)."""
+    """Query ``name`` with ``rows`` VALUES rows of ``width`` parameters (see queries/finish.sql)."""
     values = ", ".join(["(" + ", ".join("?" * width) + ")"] * rows)
     return QUERIES[name].replace("/* rows */", values)
 

@@ -19,14 +19,12 @@ from duly._freshness_state import (
     next_baseline,
 )
 from duly._records import NewJob
-from duly.backends._sql import load_queries
-from duly.backends.sqlite._connection import SqliteConnection
+from duly.backends.sqlite._connection import QUERIES, SqliteConnection
 from duly.backends.sqlite._enqueue import enqueue_tx
 from duly.backends.sqlite._wake import WorkSignal
 
 __all__ = ["SqliteFreshness", "ended"]
 
-QUERIES: Final = load_queries("duly.backends.sqlite", "freshness.sql")
 _ENDED: Final = frozenset({"succeeded", "failed", "retrying", "cancelled"})
 
 
