@@ -67,6 +67,37 @@ def test_the_child_gets_its_lease_pipe_and_the_parent_can_stop_it() -> None:
         child.kill()  # (reaped already: a no-op)
 
 
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "polled"])
+def test_a_timed_wait_times_out_while_the_child_runs_and_reaps_it_at_its_exit(
+    pidfd: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not pidfd:  # a kernel without pidfd_open (before 5.3): the wait polls
+        monkeypatch.setattr(os, "pidfd_open", _no_pidfd)
+    read, write = os.pipe()
+
+    def run(fd: int | None) -> None:
+        os.read(read, 1)  # runs until the parent writes
+        raise SystemExit(7)
+
+    child = fork_child(run, None)
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            child.wait(0.05)
+        assert child.poll() is None
+        os.write(write, b"x")
+        assert child.wait(20) == 7
+    finally:
+        os.close(read)
+        os.close(write)
+        if child.returncode is None:
+            child.kill()
+            child.wait(20)
+
+
+def _no_pidfd(pid: int, flags: int = 0) -> int:
+    raise OSError(38, "Function not implemented")
+
+
 def test_a_forked_child_draws_ids_of_its_own() -> None:
     new_id()  # the parent holds a block of random characters now
     read, write = os.pipe()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -55,14 +56,30 @@ class ForkedChild:
             if timeout is None:
                 self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
             else:
-                # a pidfd would wake at the exit; a short poll is enough for a few children
-                deadline = time.monotonic() + timeout
-                while self.poll() is None:
-                    if time.monotonic() >= deadline:
-                        raise subprocess.TimeoutExpired(f"worker pid {self.pid}", timeout)
-                    time.sleep(0.02)
+                self._wait_exit(timeout)
         assert self.returncode is not None
         return self.returncode
+
+    def _wait_exit(self, timeout: float) -> None:
+        """Reap the child within ``timeout`` seconds: woken at its exit through a pidfd (Linux
+        >= 5.3), else by polling every 20 ms."""
+        deadline = time.monotonic() + timeout
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):  # no pidfd here, or the child is reaped already
+            pidfd = None
+        try:
+            while self.poll() is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(f"worker pid {self.pid}", timeout)
+                if pidfd is None:
+                    time.sleep(min(0.02, left))
+                else:
+                    select.select([pidfd], [], [], left)  # readable once the child has exited
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
 
     def send_signal(self, signum: int) -> None:
         """Send ``signum`` unless the child is already reaped."""
