@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import textwrap
 import uuid
 from pathlib import Path
@@ -21,7 +20,6 @@ def _package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, s
     for file, text in files.items():
         (folder / file).write_text(textwrap.dedent(text))
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, name, raising=False)
     return name
 
 
